@@ -1,0 +1,154 @@
+"""Daemon settings: ``etc/agentd.toml``, then ``AGENTD_*`` environment, then CLI flags.
+
+Precedence, highest first: explicit keyword arguments (the CLI), ``AGENTD_*``
+environment variables, the TOML file, the defaults below.  The TOML file is
+``--config PATH`` when given, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml``
+under the current directory when it exists.
+
+A bad value is reported as one line naming the setting and where it came from,
+e.g. ``setting 'stop_timeout' from AGENTD_STOP_TIMEOUT (environment): Input
+should be a valid number``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "AGENTD_"
+DEFAULT_CONFIG = Path("etc") / "agentd.toml"
+
+
+class SettingsError(Exception):
+    """A setting could not be loaded; the message is one line for the user."""
+
+
+class Settings(BaseSettings):
+    """What the daemon and the CLI need to find their files and behave."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    project_root: Path = Field(default_factory=Path.cwd, description="the project the agents work on")
+    state_dir: Path = Field(
+        default=Path(".agentd"),
+        description="pidfile, control socket, agentd's log, transcripts (relative: under project_root)",
+    )
+    units_dir: Path = Field(default=Path("units"), description="unit files (relative: under project_root)")
+    log_format: Literal["json", "console"] = "json"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    stop_timeout: float = Field(default=10.0, gt=0, description="default seconds between SIGTERM and SIGKILL")
+    start_timeout: float = Field(default=30.0, gt=0, description="seconds `agentd start` waits for the socket")
+    status_interval: float = Field(default=2.0, gt=0, description="seconds between CPU/RSS samples of agents")
+
+    @field_validator("project_root")
+    @classmethod
+    def _absolute_root(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file is merged by load_settings() as init data at the lowest
+        # init precedence, so that errors can be attributed to their source.
+        return (init_settings, env_settings)
+
+    # Derived paths -----------------------------------------------------------------
+    def _under_root(self, path: Path) -> Path:
+        path = path.expanduser()
+        return path if path.is_absolute() else self.project_root / path
+
+    @property
+    def state_path(self) -> Path:
+        return self._under_root(self.state_dir)
+
+    @property
+    def units_path(self) -> Path:
+        return self._under_root(self.units_dir)
+
+    @property
+    def pidfile(self) -> Path:
+        return self.state_path / "agentd.pid"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_path / "agentd.sock"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_path / "agentd.log"
+
+    @property
+    def transcripts_path(self) -> Path:
+        return self.state_path / "transcripts"
+
+
+def _find_config(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        return explicit
+    env = os.environ.get(ENV_PREFIX + "CONFIG")
+    if env:
+        return Path(env)
+    candidate = Path.cwd() / DEFAULT_CONFIG
+    return candidate if candidate.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise SettingsError(f"config file {path}: not found (pass an existing file to --config)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path}: not valid TOML: {exc}") from None
+    # Relative project_root in a file means: relative to the file's project (etc/..).
+    root = data.get("project_root")
+    if isinstance(root, str) and not Path(root).expanduser().is_absolute():
+        base = path.resolve().parent
+        if base.name == "etc":
+            base = base.parent
+        data["project_root"] = str(base / root)
+    return data
+
+
+def _source_of(field: str, file_data: dict[str, Any], config: Path | None, overrides: dict[str, Any]) -> str:
+    if field in overrides:
+        return "the command line"
+    env_name = ENV_PREFIX + field.upper()
+    if env_name in os.environ:
+        return f"{env_name} (environment)"
+    if field in file_data and config is not None:
+        return f"{config} (config file)"
+    return "the defaults"
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Load settings from the file, the environment and ``overrides``.
+
+    Raises :class:`SettingsError` with a one-line message naming the setting and
+    its source when something is wrong.
+    """
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    path = _find_config(config)
+    file_data = _read_toml(path) if path is not None else {}
+    try:
+        return Settings(**{**file_data, **overrides})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        known = ", ".join(Settings.model_fields)
+        if err["type"] == "extra_forbidden":
+            where = _source_of(field, file_data, path, overrides)
+            raise SettingsError(f"unknown setting '{field}' in {where}; known settings: {known}") from None
+        where = _source_of(field, file_data, path, overrides)
+        raise SettingsError(f"setting '{field}' from {where}: {err['msg']}") from None
