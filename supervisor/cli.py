@@ -19,6 +19,7 @@ class AppContext:
     """Lazily loaded settings shared by every subcommand."""
 
     def __init__(self, config: Path | None, root: Path | None) -> None:
+        self.config_path = config
         self._config = config
         self._root = root
         self._settings: Settings | None = None
@@ -43,6 +44,246 @@ pass_app = click.make_pass_decorator(AppContext)
 def cli(ctx: click.Context, config: Path | None, root: Path | None) -> None:
     """agentd: supervise AI coding agents whose state can be rebuilt."""
     ctx.obj = AppContext(config, root)
+
+
+
+# ---------------------------------------------------------------- helpers
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _fmt_bytes(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024 or unit == "G":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}G"
+
+
+def _client_call(settings: Settings, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
+    from .control import ControlError, DaemonNotRunning, call
+
+    try:
+        return call(settings.socket_path, cmd, timeout=timeout, **args)
+    except DaemonNotRunning as exc:
+        raise click.ClickException(str(exc)) from None
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+    except PermissionError as exc:
+        raise click.ClickException(f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)") from None
+
+
+def _running(settings: Settings) -> bool:
+    from .pidfile import is_locked
+
+    return is_locked(settings.pidfile)
+
+
+def _units_arg(units: tuple[str, ...]) -> list[str] | None:
+    return list(units) or None
+
+
+def _print_result(result: object) -> None:
+    if isinstance(result, dict):
+        for key, value in result.items():
+            click.echo(f"{key}: {value}")
+
+
+# ---------------------------------------------------------------- daemon commands
+@cli.command()
+@click.argument("units", nargs=-1)
+@click.option("--foreground", is_flag=True, help="stay in the foreground (for systemd: Type=notify)")
+@click.option("--detached", is_flag=True, hidden=True)
+@pass_app
+def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: bool) -> None:
+    """Start the daemon (if needed) and UNITS (default: every enabled unit)."""
+    settings = app.settings
+    if foreground:
+        from .daemon import run_daemon
+        from .pidfile import AlreadyRunning
+
+        try:
+            code = run_daemon(settings, console=not detached)
+        except AlreadyRunning as exc:
+            raise click.ClickException(str(exc)) from None
+        sys.exit(code)
+    if _running(settings):
+        _print_result(_client_call(settings, "start", timeout=None, units=_units_arg(units)))
+        return
+    from .daemonize import DaemonStartError, spawn_daemon
+
+    try:
+        pid = spawn_daemon(settings, app.config_path)
+    except DaemonStartError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"agentd started (pid {pid}, project {settings.project_root})")
+    if units:
+        _print_result(_client_call(settings, "start", timeout=None, units=list(units)))
+
+
+@cli.command()
+@click.argument("units", nargs=-1)
+@click.option("--now", is_flag=True, help="skip the checkpoint (stop at once)")
+@pass_app
+def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
+    """Stop UNITS, or every unit and then the daemon."""
+    settings = app.settings
+    if not _running(settings):
+        click.echo("agentd is not running")
+        return
+    if units:
+        _print_result(_client_call(settings, "stop", timeout=None, units=list(units)))
+        return
+    from .daemonize import wait_stopped
+
+    _client_call(settings, "shutdown", timeout=None)
+    if not wait_stopped(settings, timeout=60.0):
+        raise click.ClickException("agentd did not exit within 60s after stopping its units")
+    click.echo("agentd stopped")
+
+
+@cli.command()
+@click.argument("units", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@pass_app
+def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
+    """Show units: state, pid, uptime, restarts, last exit, CPU and memory.
+
+    Exit code (LSB): 0 when running (every named unit running), 3 when not.
+    """
+    import json
+
+    settings = app.settings
+    if not _running(settings):
+        if as_json:
+            click.echo(json.dumps({"daemon": None, "units": []}))
+        else:
+            click.echo("agentd is not running")
+        sys.exit(3)
+    result = _client_call(settings, "status", units=_units_arg(units))
+    assert isinstance(result, dict)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(render_status(result))
+    if units and any(row["state"] != "running" for row in result["units"]):
+        sys.exit(3)
+
+
+def render_status(result: dict) -> str:
+    from tabulate import tabulate
+
+    daemon = result["daemon"]
+    head = f"agentd {daemon['version']} pid {daemon['pid']} up {_fmt_duration(daemon['uptime'])} — {daemon['project_root']}"
+    rows = []
+    for row in result["units"]:
+        note = row.get("reason") or ""
+        if row.get("next_restart_in") is not None:
+            note = f"restart in {row['next_restart_in']:.0f}s; {note}"
+        rows.append(
+            [
+                row["unit"],
+                row["state"],
+                row["pid"] or "-",
+                _fmt_duration(row["uptime"]),
+                row["restarts"],
+                row["last_exit"] or "-",
+                "-" if row["cpu_seconds"] is None else f"{row['cpu_seconds']:.1f}s",
+                _fmt_bytes(row["rss_bytes"]),
+                note,
+            ]
+        )
+    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "NOTE"])
+    lines = [head, table if rows else "(no units)"]
+    for err in result.get("errors", []):
+        lines.append(f"error: {err}")
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("units", nargs=-1)
+@click.option("--now", is_flag=True, help="skip the checkpoint (restart at once)")
+@pass_app
+def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
+    """Restart UNITS (default: every active or enabled unit)."""
+    settings = app.settings
+    if not _running(settings):
+        raise click.ClickException("agentd is not running (use `agentd start`)")
+    _print_result(_client_call(settings, "restart", timeout=None, units=_units_arg(units)))
+
+
+@cli.command()
+@pass_app
+def reload(app: AppContext) -> None:
+    """Re-read unit files: start new, stop removed, restart changed, keep the rest."""
+    settings = app.settings
+    if not _running(settings):
+        raise click.ClickException("agentd is not running (use `agentd start`)")
+    report = _client_call(settings, "reload", timeout=None)
+    assert isinstance(report, dict)
+    for key in ("started", "stopped", "restarted", "kept"):
+        click.echo(f"{key}: {', '.join(report[key]) or '-'}")
+    for err in report.get("errors", []):
+        click.echo(f"error: {err}", err=True)
+
+
+@cli.command("reset-failed")
+@click.argument("units", nargs=-1)
+@pass_app
+def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
+    """Clear the failed state of UNITS (and start them if enabled)."""
+    _print_result(_client_call(app.settings, "reset-failed", units=_units_arg(units)))
+
+
+@cli.command()
+@click.argument("unit")
+@click.argument("text")
+@click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
+@pass_app
+def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
+    """Type TEXT (plus Enter) into UNIT's agent."""
+    _client_call(app.settings, "send", unit=unit, text=text, enter=not no_enter)
+
+
+@cli.command()
+@click.argument("unit")
+@click.option("-n", "lines", default=40, show_default=True, help="lines to show")
+@click.option("-f", "follow", is_flag=True, help="keep printing new output")
+@click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
+@pass_app
+def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
+    """Show UNIT's transcript (clean text of the newest session)."""
+    from .transcript import follow as follow_file, read_clean_tail
+    from .units import valid_name
+
+    if not valid_name(unit):
+        raise click.ClickException(f"unit name {unit!r} is not valid")
+    directory = app.settings.transcripts_path / unit
+    suffix = ".log" if raw else ".txt"
+    files = sorted(directory.glob(f"*{suffix}")) if directory.is_dir() else []
+    if not files:
+        raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
+    path = files[-1]
+    for line in read_clean_tail(path, lines):
+        click.echo(line)
+    if follow:
+        try:
+            for chunk in follow_file(path, should_stop=lambda: False):
+                click.echo(chunk, nl=False)
+        except KeyboardInterrupt:
+            pass
 
 
 def _register() -> None:

@@ -1,0 +1,249 @@
+"""The control socket: framing, the explicit command table, the server and a client.
+
+Protocol: a Unix stream socket.  Each message is a 4-byte big-endian length
+followed by that many bytes of UTF-8 JSON (at most :data:`MAX_MESSAGE`).  A
+request is ``{"cmd": NAME, "args": {...}}``; a reply is ``{"ok": true,
+"result": ...}`` or ``{"ok": false, "error": "..."}``.  One connection may
+carry several requests, answered in order.
+
+Security: the socket file is mode 0600 inside a 0700 directory, and every
+connection's peer uid is read with ``SO_PEERCRED`` and must equal the daemon's
+own uid.  Commands are looked up in an explicit table built by the daemon;
+there is no attribute lookup by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+MAX_MESSAGE = 1 << 20  # 1 MiB
+_HEADER = struct.Struct(">I")
+_PEERCRED = struct.Struct("3i")
+
+log = structlog.get_logger("agentd.control")
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class ControlError(Exception):
+    """An error to report to the client (the message is for the user)."""
+
+
+class ProtocolError(Exception):
+    """The peer broke the framing; the connection is closed."""
+
+
+@dataclass(frozen=True)
+class Command:
+    handler: Handler
+    args: frozenset[str] = frozenset()
+    help: str = ""
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    body = json.dumps(message, separators=(",", ":"), default=str).encode()
+    if len(body) > MAX_MESSAGE:
+        raise ProtocolError(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE} byte limit")
+    return _HEADER.pack(len(body)) + body
+
+
+async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+    """Read one message; None on a clean end of stream."""
+    try:
+        header = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise ProtocolError("truncated header") from None
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE:
+        raise ProtocolError(f"message of {size} bytes exceeds the {MAX_MESSAGE} byte limit")
+    try:
+        body = await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        raise ProtocolError("truncated message") from None
+    try:
+        message = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("message must be a JSON object")
+    return message
+
+
+def peer_uid(sock: socket.socket) -> int:
+    data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    _pid, uid, _gid = _PEERCRED.unpack(data)
+    return uid
+
+
+class ControlServer:
+    """Serves the command table on a Unix socket."""
+
+    def __init__(self, path: Path, commands: Mapping[str, Command]) -> None:
+        self.path = path
+        self.commands = dict(commands)
+        self._server: asyncio.base_events.Server | None = None
+        self._uid = os.getuid()
+
+    async def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.path.parent, 0o700)
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_MESSAGE + 64)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        try:
+            uid = peer_uid(sock)
+        except OSError:
+            uid = -1
+        try:
+            if uid != self._uid:
+                log.warning("control_refused", peer_uid=uid, reason="peer uid differs from the daemon's")
+                await self._reply(writer, {"ok": False, "error": f"permission denied: uid {uid} is not the daemon's owner"})
+                return
+            while True:
+                try:
+                    message = await read_message(reader)
+                except ProtocolError as exc:
+                    log.warning("control_protocol_error", error=str(exc))
+                    await self._reply(writer, {"ok": False, "error": f"protocol error: {exc}"})
+                    return
+                if message is None:
+                    return
+                await self._reply(writer, await self.dispatch(message))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - closing a broken transport
+                pass
+
+    async def dispatch(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        name = message.get("cmd")
+        args = message.get("args") or {}
+        if not isinstance(name, str) or name not in self.commands:
+            known = ", ".join(sorted(self.commands))
+            return {"ok": False, "error": f"unknown command {name!r}; known commands: {known}"}
+        if not isinstance(args, dict):
+            return {"ok": False, "error": "args must be a JSON object"}
+        command = self.commands[name]
+        unknown = set(args) - command.args
+        if unknown:
+            return {"ok": False, "error": f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(command.args)}"}
+        try:
+            return {"ok": True, "result": await command.handler(args)}
+        except ControlError as exc:
+            return {"ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - one bad command must not take the daemon down
+            log.exception("control_command_failed", cmd=name)
+            return {"ok": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+
+    @staticmethod
+    async def _reply(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
+        try:
+            data = encode(reply)
+        except ProtocolError as exc:
+            data = encode({"ok": False, "error": str(exc)})
+        writer.write(data)
+        await writer.drain()
+
+
+class DaemonNotRunning(Exception):
+    """No daemon answers on the socket."""
+
+
+class Client:
+    """A blocking client for the CLI (one socket, several requests)."""
+
+    def __init__(self, path: Path, timeout: float | None = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            sock.close()
+            raise DaemonNotRunning(f"agentd is not running (no answer on {self.path}: {exc.strerror})") from None
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def call(self, cmd: str, timeout: float | None = None, **args: Any) -> Any:
+        """Send one command; return its result or raise ControlError."""
+        if self._sock is None:
+            self.connect()
+        assert self._sock is not None
+        self._sock.settimeout(timeout if timeout is not None else self.timeout)
+        self._sock.sendall(encode({"cmd": cmd, "args": args}))
+        reply = self._read()
+        if not reply.get("ok"):
+            raise ControlError(reply.get("error", "unknown error"))
+        return reply.get("result")
+
+    def _recv_exactly(self, size: int) -> bytes:
+        assert self._sock is not None
+        chunks = bytearray()
+        while len(chunks) < size:
+            chunk = self._sock.recv(size - len(chunks))
+            if not chunk:
+                raise DaemonNotRunning("agentd closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    def _read(self) -> dict[str, Any]:
+        (size,) = _HEADER.unpack(self._recv_exactly(_HEADER.size))
+        if size > MAX_MESSAGE:
+            raise ProtocolError("reply too large")
+        return json.loads(self._recv_exactly(size))
+
+
+def call(path: Path, cmd: str, timeout: float | None = 30.0, **args: Any) -> Any:
+    """One-shot request."""
+    with Client(path, timeout=timeout) as client:
+        return client.call(cmd, **args)

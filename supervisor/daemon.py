@@ -1,0 +1,667 @@
+"""The arbiter: one event loop that owns every agent's PTY.
+
+Signal handlers only enqueue; the loop drains the queue and reconciles what
+each unit should be with what it is.  Each unit has one explicit state
+(:class:`~supervisor.lifecycle.UnitState`) and moves only along the transition
+table.  Policy (backoff, start limit) comes from :mod:`supervisor.lifecycle`;
+mechanism (PTY, signals, process trees) from :mod:`supervisor.session`.
+
+What happens to agents when the daemon dies: a PTY agent is a session leader
+whose controlling terminal is the PTY; when the daemon dies, the last handle
+to the master closes and the kernel sends SIGHUP to the agent's session, so
+most agents die with it.  Agents that ignore SIGHUP, and anything they
+started in a new session, would survive; the daemon therefore records every
+agent's pid, start time and process group in ``agents.json`` in the state
+directory, and the next ``agentd start`` ends whatever of those is still
+alive (checked by start time, so a reused pid is never hit) before it starts
+the units again.  Under systemd (``KillMode=mixed``), the whole cgroup is
+cleaned up as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from . import __version__
+from .control import Command, ControlError, ControlServer
+from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
+from .environment import agent_environment
+from .pidfile import PidFile
+from .sdnotify import Notifier
+from .session import Session, SpawnError, children_map, kill_group, live_tree, ProcessRecord, signal_processes, wait_gone
+from .settings import Settings
+from .units import UnitError, UnitSpec, command_problem, load_units, start_order
+
+log = structlog.get_logger("agentd")
+
+S = UnitState
+
+
+@dataclass
+class Unit:
+    """Runtime state of one unit (the spec is what it should be)."""
+
+    spec: UnitSpec
+    tracker: RestartTracker
+    state: UnitState = S.INACTIVE
+    session: Session | None = None
+    restarts: int = 0
+    last_exit: ExitInfo | None = None
+    last_session: str | None = None
+    reason: str | None = None
+    next_start_at: float | None = None  # wall clock, for status
+    timer: asyncio.TimerHandle | None = None
+    commanded_stop: bool = False
+    stop_task: asyncio.Task[None] | None = None
+    stats: tuple[float, int] = (0.0, 0)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass
+class Arbiter:
+    """The daemon.  ``run()`` returns the process exit code."""
+
+    settings: Settings
+    console: bool = False
+    clock: Callable[[], float] = time.monotonic
+    units: dict[str, Unit] = field(default_factory=dict)
+    load_errors: list[UnitError] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._changed = asyncio.Event()
+        self._shutdown_started = False
+        self._done = asyncio.Event()
+        self._started_wall = time.time()
+        self._notifier = Notifier()
+        self._server: ControlServer | None = None
+        self._stats_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ run
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            loop.add_signal_handler(sig, self._events.put_nowait, ("signal", sig))
+        await self._end_leftovers()
+        self._server = ControlServer(self.settings.socket_path, self._command_table())
+        await self._server.start()
+        log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.settings.project_root))
+        self._load_and_start()
+        self._notifier.ready(self._summary())
+        self._spawn_task(self._ticker())
+        while not self._done.is_set():
+            kind, payload = await self._events.get()
+            if kind == "signal":
+                self._handle_signal(payload)
+            elif kind == "stop":
+                break
+        await self._server.close()
+        log.info("daemon_stopped", pid=os.getpid())
+        return 0
+
+    def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _handle_signal(self, sig: int) -> None:
+        if sig == signal.SIGCHLD:
+            self._reap()
+        elif sig in (signal.SIGTERM, signal.SIGINT):
+            log.info("signal_received", signal=signal.Signals(sig).name, action="shutdown")
+            self._spawn_task(self.shutdown())
+        elif sig == signal.SIGHUP:
+            log.info("signal_received", signal="SIGHUP", action="reload")
+            self._spawn_task(self.reload())
+
+    async def _ticker(self) -> None:
+        """Once a second: reap (a SIGCHLD may be coalesced), watchdog ping, persist trees."""
+        watchdog = self._notifier.watchdog_interval
+        last_ping = 0.0
+        last_tree = 0.0
+        while True:
+            await asyncio.sleep(1.0)
+            self._reap()
+            now = self.clock()
+            if watchdog and now - last_ping >= watchdog:
+                self._notifier.watchdog()
+                last_ping = now
+            if now - last_tree >= 10.0:
+                last_tree = now
+                await self._refresh_trees()
+
+    # ------------------------------------------------------------ leftovers
+    @property
+    def _agents_file(self) -> Path:
+        return self.settings.state_path / "agents.json"
+
+    def _persist_agents(self) -> None:
+        data = {u.name: u.session.record() for u in self.units.values() if u.session is not None}
+        path = self._agents_file
+        tmp = path.with_suffix(".json.tmp")
+        with open(tmp, "w") as fh:
+            json.dump(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    async def _end_leftovers(self) -> None:
+        """End agent processes recorded by a previous daemon that died without stopping them."""
+        try:
+            data = json.loads(self._agents_file.read_text())
+        except (OSError, ValueError):
+            return
+        procs: list[psutil.Process] = []
+        for unit, rec in data.items():
+            records = [ProcessRecord(int(p), float(t)) for p, t in rec.get("tree", [])]
+            found = live_tree(records)
+            group = _group_members(int(rec.get("pgid", 0)), float(rec.get("create_time", 0)))
+            found.extend(p for p in group if p.pid not in {f.pid for f in found})
+            if found:
+                log.warning("leftover_agents", unit=unit, session=rec.get("session"), pids=[p.pid for p in found])
+                kill_group(int(rec.get("pgid", 0)), signal.SIGTERM) if group else None
+                procs.extend(found)
+        if procs:
+            signal_processes(procs, signal.SIGTERM)
+            survivors = await wait_gone(procs, self.clock() + self.settings.stop_timeout)
+            signal_processes(survivors, signal.SIGKILL)
+            await wait_gone(survivors, self.clock() + 5.0)
+            log.info("leftover_agents_ended", count=len(procs))
+        self._agents_file.unlink(missing_ok=True)
+
+    async def _refresh_trees(self) -> None:
+        running = [u.session for u in self.units.values() if u.session is not None and u.session.exit is None]
+        if not running:
+            return
+        cmap = await asyncio.to_thread(children_map)
+        for session in running:
+            await asyncio.to_thread(session.refresh_tree, cmap)
+        self._persist_agents()
+
+    # ---------------------------------------------------------------- units
+    def _load_and_start(self) -> None:
+        specs, errors = load_units(self.settings.units_path, self.settings.project_root)
+        self.load_errors = errors
+        for err in errors:
+            log.error("unit_invalid", path=str(err.path), error=err.message)
+        for name in start_order(specs):
+            self.units[name] = Unit(spec=specs[name], tracker=RestartTracker(specs[name].restart.config()))
+        for name in start_order(specs):
+            if specs[name].unit.enabled:
+                self._start(self.units[name], why="enabled at daemon start")
+
+    def _set_state(self, unit: Unit, new: UnitState, reason: str | None = None, **fields: Any) -> None:
+        old = unit.state
+        check_transition(old, new)
+        unit.state = new
+        if new in (S.FAILED, S.BACKOFF, S.INACTIVE):
+            unit.reason = reason
+        elif new in (S.STARTING, S.RUNNING):
+            unit.reason = None
+        log.info(
+            "unit_state",
+            unit=unit.name,
+            old=old.value,
+            new=new.value,
+            reason=reason,
+            session=unit.session.session_id if unit.session else unit.last_session,
+            pid=unit.session.pid if unit.session else None,
+            **fields,
+        )
+        self._changed.set()
+        self._changed = asyncio.Event()
+        self._notifier.status(self._summary())
+
+    async def _wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = self.clock() + timeout
+        while not predicate():
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    def _stop_timeout(self, unit: Unit) -> float:
+        return unit.spec.restart.stop_timeout or self.settings.stop_timeout
+
+    def _environment(self, unit: Unit, session_id: str) -> dict[str, str]:
+        return agent_environment(unit.spec, self.settings, session_id, os.environ)
+
+    def _start(self, unit: Unit, why: str) -> None:
+        """inactive/backoff/failed -> starting -> running (or backoff/failed when spawn fails)."""
+        if unit.timer is not None:
+            unit.timer.cancel()
+            unit.timer = None
+        unit.next_start_at = None
+        unit.commanded_stop = False
+        self._set_state(unit, S.STARTING, why)
+        now = self.clock()
+        unit.tracker.record_start(now)
+        spec = unit.spec
+        problem = command_problem(spec, self.settings.project_root, os.environ.get("PATH", ""))
+        session: Session | None = None
+        if problem is None:
+            from .session import new_session_id
+
+            session_id = new_session_id()
+            env = self._environment(unit, session_id)
+            session = Session(
+                unit.name,
+                list(spec.agent.command),
+                env=env,
+                cwd=spec.workdir_path(self.settings.project_root),
+                rows=spec.agent.rows,
+                cols=spec.agent.cols,
+                transcript_dir=self.settings.transcripts_path / unit.name,
+                redact_env=env,
+                session_id=session_id,
+            )
+            try:
+                session.spawn()
+            except SpawnError as exc:
+                problem = str(exc)
+                session = None
+        if session is None:
+            log.error("spawn_failed", unit=unit.name, error=problem)
+            self._after_exit(unit, ExitInfo(code=127), 0.0, f"could not start: {problem}")
+            return
+        assert self._loop is not None
+        session.attach(self._loop)
+        unit.session = session
+        unit.last_session = session.session_id
+        self._set_state(unit, S.RUNNING, why, argv=session.argv)
+        self._persist_agents()
+
+    def _reap(self) -> None:
+        for unit in list(self.units.values()):
+            session = unit.session
+            if session is None or session.exit is not None:
+                continue
+            exit = session.reap()
+            if exit is None:
+                continue
+            unit.last_exit = exit
+            log.info("session_exited", unit=unit.name, session=session.session_id, pid=session.pid,
+                     exit=exit.describe(), uptime=round(session.uptime, 3))
+            if unit.state == S.STOPPING:
+                self._changed.set()
+                self._changed = asyncio.Event()
+                continue  # the stop task finishes the job
+            uptime = session.uptime
+            self._finish_session(unit)
+            self._after_exit(unit, exit, uptime, None)
+
+    def _finish_session(self, unit: Unit) -> None:
+        """The leader is gone: drain, close, and end whatever it left behind."""
+        session = unit.session
+        if session is None:
+            return
+        leftovers = session.alive_tree()
+        session.close()
+        unit.session = None
+        self._persist_agents()
+        if leftovers:
+            log.warning("session_leftovers", unit=unit.name, pids=[p.pid for p in leftovers])
+            self._spawn_task(self._end_processes(session, leftovers, self._stop_timeout(unit)))
+
+    async def _end_processes(self, session: Session, procs: list[psutil.Process], timeout: float) -> None:
+        kill_group(session.pid, signal.SIGTERM)
+        signal_processes(procs, signal.SIGTERM)
+        survivors = await wait_gone(procs, self.clock() + timeout)
+        if survivors:
+            kill_group(session.pid, signal.SIGKILL)
+            signal_processes(survivors, signal.SIGKILL)
+            await wait_gone(survivors, self.clock() + 5.0)
+
+    def _after_exit(self, unit: Unit, exit: ExitInfo, uptime: float, why: str | None) -> None:
+        """Apply the restart policy to an exit nobody commanded."""
+        decision = unit.tracker.on_exit(exit, uptime, self.clock())
+        if isinstance(decision, Restart):
+            reason = why or f"{exit.describe()}; restarting in {decision.delay:g}s"
+            unit.next_start_at = time.time() + decision.delay
+            self._set_state(unit, S.BACKOFF, reason, delay=decision.delay)
+            assert self._loop is not None
+            unit.timer = self._loop.call_later(decision.delay, self._backoff_expired, unit)
+        elif isinstance(decision, GiveUp):
+            self._set_state(unit, S.FAILED, f"{why}; {decision.reason}" if why else decision.reason)
+        elif isinstance(decision, StayDown):
+            self._set_state(unit, S.INACTIVE, f"{why}; {decision.reason}" if why else decision.reason)
+
+    def _backoff_expired(self, unit: Unit) -> None:
+        unit.timer = None
+        if unit.state == S.BACKOFF and self.units.get(unit.name) is unit:
+            unit.restarts += 1
+            self._start(unit, why="restart after backoff")
+
+    async def _stop(self, unit: Unit, why: str) -> None:
+        """Commanded stop of one unit; returns when its whole tree is gone."""
+        unit.commanded_stop = True
+        if unit.state == S.BACKOFF:
+            if unit.timer is not None:
+                unit.timer.cancel()
+                unit.timer = None
+            unit.next_start_at = None
+            self._set_state(unit, S.INACTIVE, why)
+            return
+        if unit.state == S.STOPPING and unit.stop_task is not None:
+            await asyncio.shield(unit.stop_task)
+            return
+        if unit.state not in (S.RUNNING, S.STARTING) or unit.session is None:
+            return
+        unit.stop_task = asyncio.ensure_future(self._terminate(unit, why))
+        await asyncio.shield(unit.stop_task)
+
+    async def _terminate(self, unit: Unit, why: str) -> None:
+        session = unit.session
+        assert session is not None
+        self._set_state(unit, S.STOPPING, why)
+        timeout = self._stop_timeout(unit)
+        # Snapshot the tree before the first signal: once the leader dies its
+        # children are reparented and can no longer be found from it.
+        tree = await asyncio.to_thread(session.refresh_tree)
+        session.signal_tree(signal.SIGTERM)
+        session.signal_tree(signal.SIGCONT)
+        survivors = await wait_gone(tree, self.clock() + timeout)
+        if survivors:
+            log.warning("stop_timeout", unit=unit.name, pids=[p.pid for p in survivors], timeout=timeout)
+            session.signal_tree(signal.SIGKILL)
+            signal_processes(survivors, signal.SIGKILL)
+            await wait_gone(survivors, self.clock() + 10.0)
+        self._reap_now(unit)
+        await self._wait_for(lambda: session.exit is not None, 10.0)
+        session.close()
+        unit.session = None
+        unit.stop_task = None
+        self._persist_agents()
+        self._set_state(unit, S.INACTIVE, why, exit=session.exit.describe() if session.exit else None)
+
+    def _reap_now(self, unit: Unit) -> None:
+        if unit.session is not None and unit.session.exit is None:
+            exit = unit.session.reap()
+            if exit is not None:
+                unit.last_exit = exit
+
+    # ------------------------------------------------------ public commands
+    def _unit(self, name: str) -> Unit:
+        if not isinstance(name, str) or name not in self.units:
+            known = ", ".join(sorted(self.units)) or "none"
+            raise ControlError(f"no such unit {name!r} (known units: {known})")
+        return self.units[name]
+
+    async def start_units(self, names: list[str] | None) -> dict[str, str]:
+        targets = [self._unit(n) for n in names] if names else [
+            self.units[n] for n in start_order({k: u.spec for k, u in self.units.items()}) if self.units[n].spec.unit.enabled
+        ]
+        result: dict[str, str] = {}
+        for unit in targets:
+            if unit.state == S.STOPPING and unit.stop_task is not None:
+                await asyncio.shield(unit.stop_task)
+            if unit.state in (S.RUNNING, S.STARTING):
+                result[unit.name] = "already running"
+                continue
+            if unit.state == S.FAILED:
+                unit.tracker.reset()
+            self._start(unit, why="start command")
+            result[unit.name] = unit.state.value
+        return result
+
+    async def stop_units(self, names: list[str] | None, why: str = "stop command") -> dict[str, str]:
+        targets = [self._unit(n) for n in names] if names else list(self.units.values())
+        await asyncio.gather(*(self._stop(u, why) for u in targets))
+        return {u.name: u.state.value for u in targets}
+
+    async def restart_units(self, names: list[str] | None) -> dict[str, str]:
+        targets = [self._unit(n) for n in names] if names else [u for u in self.units.values() if u.state != S.INACTIVE or u.spec.unit.enabled]
+        await asyncio.gather(*(self._stop(u, "restart command") for u in targets))
+        result = {}
+        for unit in targets:
+            if unit.state == S.FAILED:
+                unit.tracker.reset()
+            if unit.state in (S.INACTIVE, S.FAILED):
+                unit.restarts += 1
+                self._start(unit, why="restart command")
+            result[unit.name] = unit.state.value
+        return result
+
+    async def reset_failed(self, names: list[str] | None) -> dict[str, str]:
+        targets = [self._unit(n) for n in names] if names else [u for u in self.units.values() if u.state == S.FAILED]
+        result = {}
+        for unit in targets:
+            if unit.state == S.FAILED:
+                unit.tracker.reset()
+                self._set_state(unit, S.INACTIVE, "reset-failed")
+                if unit.spec.unit.enabled:
+                    self._start(unit, why="reset-failed")
+            result[unit.name] = unit.state.value
+        return result
+
+    async def reload(self) -> dict[str, Any]:
+        specs, errors = load_units(self.settings.units_path, self.settings.project_root)
+        self.load_errors = errors
+        bad_names = {e.path.name[:-5] for e in errors if e.path.name.endswith(".toml")}
+        report: dict[str, list[str]] = {"started": [], "stopped": [], "restarted": [], "kept": [], "errors": [str(e) for e in errors]}
+        for err in errors:
+            log.error("unit_invalid", path=str(err.path), error=err.message)
+        # Removed units (a unit whose file is now invalid is kept running as it was).
+        removed = [u for name, u in self.units.items() if name not in specs and name not in bad_names]
+        await asyncio.gather(*(self._stop(u, "removed by reload") for u in removed))
+        for unit in removed:
+            self.units.pop(unit.name, None)
+            report["stopped"].append(unit.name)
+        for name in start_order(specs):
+            spec = specs[name]
+            unit = self.units.get(name)
+            if unit is None:
+                unit = Unit(spec=spec, tracker=RestartTracker(spec.restart.config()))
+                self.units[name] = unit
+                if spec.unit.enabled:
+                    self._start(unit, why="added by reload")
+                    report["started"].append(name)
+                else:
+                    report["kept"].append(name)
+                continue
+            if unit.spec.fingerprint() == spec.fingerprint():
+                unit.spec = spec  # description may have changed
+                report["kept"].append(name)
+                continue
+            was_active = unit.state in (S.RUNNING, S.STARTING, S.BACKOFF)
+            await self._stop(unit, "changed by reload")
+            unit.spec = spec
+            unit.tracker = RestartTracker(spec.restart.config())
+            if unit.state == S.FAILED:
+                self._set_state(unit, S.INACTIVE, "changed by reload")
+            if spec.unit.enabled or was_active:
+                self._start(unit, why="changed by reload")
+                report["restarted"].append(name)
+            else:
+                report["kept"].append(name)
+        log.info("reloaded", **{k: v for k, v in report.items() if k != "errors"}, errors=len(errors))
+        return report
+
+    async def send(self, name: str, text: str, enter: bool = True) -> dict[str, Any]:
+        unit = self._unit(name)
+        if unit.state != S.RUNNING or unit.session is None:
+            raise ControlError(f"unit {name!r} is {unit.state.value}, not running: nothing to type into")
+        data = text.encode() + (b"\r" if enter else b"")
+        unit.session.send(data)
+        log.info("sent", unit=name, session=unit.session.session_id, bytes=len(data))
+        return {"unit": name, "bytes": len(data)}
+
+    async def status(self, names: list[str] | None) -> dict[str, Any]:
+        targets = [self._unit(n) for n in names] if names else list(self.units.values())
+        await self._refresh_stats(targets)
+        now = time.time()
+        rows = []
+        for unit in targets:
+            session = unit.session
+            rows.append(
+                {
+                    "unit": unit.name,
+                    "description": unit.spec.unit.description,
+                    "state": unit.state.value,
+                    "pid": session.pid if session else None,
+                    "session": session.session_id if session else unit.last_session,
+                    "uptime": round(session.uptime, 1) if session else None,
+                    "restarts": unit.restarts,
+                    "last_exit": unit.last_exit.describe() if unit.last_exit else None,
+                    "next_restart_in": round(unit.next_start_at - now, 1) if unit.next_start_at else None,
+                    "reason": unit.reason,
+                    "cpu_seconds": round(unit.stats[0], 2) if session else None,
+                    "rss_bytes": unit.stats[1] if session else None,
+                    "transcript_bytes": session.transcript.raw_bytes if session else None,
+                    "enabled": unit.spec.unit.enabled,
+                    "module": unit.spec.module,
+                }
+            )
+        return {
+            "daemon": {
+                "pid": os.getpid(),
+                "version": __version__,
+                "uptime": round(now - self._started_wall, 1),
+                "project_root": str(self.settings.project_root),
+                "units_dir": str(self.settings.units_path),
+            },
+            "units": rows,
+            "errors": [str(e) for e in self.load_errors],
+        }
+
+    async def _refresh_stats(self, units: list[Unit]) -> None:
+        live = [u for u in units if u.session is not None]
+        if not live:
+            return
+
+        def collect() -> None:
+            cmap = children_map() if len(live) > 3 else None
+            for unit in live:
+                session = unit.session
+                if session is not None:
+                    session.refresh_tree(cmap)
+                    unit.stats = session.stats()
+
+        await asyncio.to_thread(collect)
+
+    async def shutdown(self) -> dict[str, Any]:
+        if self._shutdown_started:
+            await self._done.wait()
+            return {"stopped": True}
+        self._shutdown_started = True
+        self._notifier.stopping()
+        log.info("daemon_stopping")
+        for unit in self.units.values():
+            if unit.timer is not None:
+                unit.timer.cancel()
+                unit.timer = None
+        await self.stop_units(None, why="daemon shutdown")
+        self._agents_file.unlink(missing_ok=True)
+        self._done.set()
+        self._events.put_nowait(("stop", None))
+        return {"stopped": True}
+
+    def _summary(self) -> str:
+        counts: dict[str, int] = {}
+        for unit in self.units.values():
+            counts[unit.state.value] = counts.get(unit.state.value, 0) + 1
+        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no units"
+
+    def _command_table(self) -> dict[str, Command]:
+        def names(args: dict[str, Any]) -> list[str] | None:
+            units = args.get("units")
+            if units is None:
+                return None
+            if not isinstance(units, list) or not all(isinstance(u, str) for u in units):
+                raise ControlError("units must be a list of unit names")
+            return units
+
+        async def ping(args: dict[str, Any]) -> dict[str, Any]:
+            return {"pid": os.getpid(), "version": __version__}
+
+        async def status(args: dict[str, Any]) -> Any:
+            return await self.status(names(args))
+
+        async def start(args: dict[str, Any]) -> Any:
+            return await self.start_units(names(args))
+
+        async def stop(args: dict[str, Any]) -> Any:
+            return await self.stop_units(names(args))
+
+        async def restart(args: dict[str, Any]) -> Any:
+            return await self.restart_units(names(args))
+
+        async def reset(args: dict[str, Any]) -> Any:
+            return await self.reset_failed(names(args))
+
+        async def reload(args: dict[str, Any]) -> Any:
+            return await self.reload()
+
+        async def send(args: dict[str, Any]) -> Any:
+            text = args.get("text")
+            if not isinstance(text, str):
+                raise ControlError("send: text must be a string")
+            return await self.send(args.get("unit", ""), text, bool(args.get("enter", True)))
+
+        async def shutdown(args: dict[str, Any]) -> Any:
+            return await self.shutdown()
+
+        return {
+            "ping": Command(ping, help="is the daemon alive"),
+            "status": Command(status, frozenset({"units"}), "units and their state"),
+            "start": Command(start, frozenset({"units"}), "start units (all enabled when none given)"),
+            "stop": Command(stop, frozenset({"units"}), "stop units"),
+            "restart": Command(restart, frozenset({"units"}), "restart units"),
+            "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
+            "reload": Command(reload, help="re-read unit files"),
+            "send": Command(send, frozenset({"unit", "text", "enter"}), "type text into an agent"),
+            "shutdown": Command(shutdown, help="stop every unit, then the daemon"),
+        }
+
+
+def _group_members(pgid: int, leader_ctime: float) -> list[psutil.Process]:
+    """Processes still in process group ``pgid`` that are not older than its leader."""
+    if pgid <= 1:
+        return []
+    found = []
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["create_time"] >= leader_ctime - 0.05:
+                found.append(proc)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return found
+
+
+def run_daemon(settings: Settings, console: bool = False) -> int:
+    """Run the daemon in this process until it is told to stop."""
+    from . import eventlog
+
+    state = settings.state_path
+    state.mkdir(parents=True, exist_ok=True)
+    os.chmod(state, 0o700)
+    eventlog.configure(settings.log_path, settings.log_level, console=console or settings.log_format == "console" and sys.stderr.isatty())
+    pidfile = PidFile(settings.pidfile)
+    pidfile.acquire()  # raises AlreadyRunning
+    try:
+        return asyncio.run(Arbiter(settings, console=console).run())
+    finally:
+        pidfile.release()

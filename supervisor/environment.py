@@ -1,0 +1,34 @@
+"""The environment an agent starts with.
+
+The daemon's own environment (less agentd's settings variables), then the
+unit's ``[agent] env``, then what agentd tells every agent about itself:
+
+``AGENTD_UNIT``, ``AGENTD_MODULE``, ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the
+project root) and ``AGENTD_SOCKET`` (the control socket), so that ``agentd
+decide`` and ``agentd note`` run from the agent's shell know where they are.
+``PATH`` starts with agentd's own bin directory so that ``agentd`` is found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .settings import ENV_PREFIX, Settings
+from .units import UnitSpec, agent_path
+
+
+def agent_environment(spec: UnitSpec, settings: Settings, session_id: str, base: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith(ENV_PREFIX)}
+    env.setdefault("TERM", "xterm-256color")
+    env.update(spec.agent.env)
+    env["PATH"] = agent_path(env.get("PATH", ""))
+    env.update(
+        {
+            "AGENTD_UNIT": spec.name,
+            "AGENTD_MODULE": spec.module,
+            "AGENTD_SESSION": session_id,
+            "AGENTD_ROOT": str(settings.project_root),
+            "AGENTD_SOCKET": str(settings.socket_path),
+        }
+    )
+    return env

@@ -1,0 +1,172 @@
+"""A unit's states, the legal transitions between them, and the restart policy.
+
+Pure policy: no processes, no clock of its own (callers pass ``now``), so every
+rule here is testable by replaying histories.
+
+::
+
+    inactive -> starting -> running -> stopping -> inactive
+    running  -> (exit, not commanded) -> backoff -> starting
+    backoff  -> failed            (start limit hit; reason kept; reset-failed -> inactive)
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+
+
+class UnitState(str, enum.Enum):
+    INACTIVE = "inactive"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    BACKOFF = "backoff"
+    FAILED = "failed"
+
+
+S = UnitState
+
+#: Every legal transition.  Anything else is a bug and raises IllegalTransition.
+TRANSITIONS: dict[UnitState, frozenset[UnitState]] = {
+    S.INACTIVE: frozenset({S.STARTING}),
+    # starting -> failed: the command could not be spawned and the start limit is hit;
+    # starting -> backoff: spawn failed, retry later; starting -> inactive: stop while starting.
+    S.STARTING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING, S.INACTIVE}),
+    # running -> backoff/failed/inactive: the agent exited on its own.
+    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE}),
+    S.STOPPING: frozenset({S.INACTIVE}),
+    S.BACKOFF: frozenset({S.STARTING, S.INACTIVE, S.FAILED}),
+    S.FAILED: frozenset({S.INACTIVE, S.STARTING}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A transition that the table does not allow (a bug in the caller)."""
+
+
+def check_transition(old: UnitState, new: UnitState) -> None:
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(f"{old.value} -> {new.value} is not a legal transition")
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a session ended: an exit code or a signal number."""
+
+    code: int | None = None
+    signal: int | None = None
+
+    @classmethod
+    def from_wait_status(cls, status: int) -> ExitInfo:
+        import os
+
+        if os.WIFSIGNALED(status):
+            return cls(signal=os.WTERMSIG(status))
+        return cls(code=os.waitstatus_to_exitcode(status))
+
+    @property
+    def success(self) -> bool:
+        return self.signal is None and self.code == 0
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            try:
+                return f"signal {signal.Signals(self.signal).name}"
+            except ValueError:
+                return f"signal {self.signal}"
+        return f"exit {self.code}"
+
+
+@dataclass(frozen=True)
+class RestartConfig:
+    """The numbers of a unit's ``[restart]`` section that policy needs."""
+
+    policy: str = "on-failure"  # no | on-failure | always
+    initial_delay: float = 1.0
+    max_delay: float = 300.0
+    multiplier: float = 2.0
+    reset_after: float = 600.0
+    burst: int = 5
+    interval: float = 300.0
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Decision: start again after ``delay`` seconds."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Decision: go to ``failed`` and stay there until reset-failed."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StayDown:
+    """Decision: the policy does not restart this exit; go inactive."""
+
+    reason: str
+
+
+Decision = Restart | GiveUp | StayDown
+
+
+@dataclass
+class RestartTracker:
+    """Backoff and windowed start limit for one unit.
+
+    ``record_start(now)`` is called for every start attempt; ``on_exit`` decides
+    what happens after an exit that nobody commanded.  Backoff grows by
+    ``multiplier`` per consecutive failure up to ``max_delay`` and resets once a
+    session has stayed up for ``reset_after`` seconds.  The start limit counts
+    starts inside a sliding ``interval``: more than ``burst`` ends in ``failed``.
+    """
+
+    config: RestartConfig
+    starts: deque[float] = field(default_factory=deque)
+    consecutive_failures: int = 0
+
+    def record_start(self, now: float) -> None:
+        self.starts.append(now)
+        self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self.starts and now - self.starts[0] > self.config.interval:
+            self.starts.popleft()
+
+    def reset(self) -> None:
+        self.starts.clear()
+        self.consecutive_failures = 0
+
+    def next_delay(self) -> float:
+        cfg = self.config
+        delay = cfg.initial_delay * (cfg.multiplier ** max(0, self.consecutive_failures - 1))
+        return min(delay, cfg.max_delay)
+
+    def on_exit(self, exit: ExitInfo, uptime: float, now: float) -> Decision:
+        cfg = self.config
+        if uptime >= cfg.reset_after:
+            self.consecutive_failures = 0
+            self.starts.clear()
+        if cfg.policy == "no":
+            return StayDown(f"{exit.describe()}; restart policy is 'no'")
+        if cfg.policy == "on-failure" and exit.success:
+            return StayDown("exited cleanly (exit 0); restart policy is 'on-failure'")
+        self.consecutive_failures += 1
+        self._trim(now)
+        if len(self.starts) >= cfg.burst:
+            return GiveUp(
+                f"start limit hit: {len(self.starts)} starts within {cfg.interval:g}s "
+                f"(burst {cfg.burst}); last {exit.describe()}"
+            )
+        return Restart(self.next_delay())
+
+    def on_spawn_error(self, message: str, now: float) -> Decision:
+        """A start attempt that failed before the agent ran at all."""
+        return self.on_exit(ExitInfo(code=127), 0.0, now) if self.config.policy != "no" else StayDown(message)

@@ -1,0 +1,92 @@
+"""The daemon's pidfile: a locked file holding ``PID START_TIME``.
+
+The lock, not the number, decides liveness: the daemon holds an exclusive
+``flock`` for its whole life, and the kernel drops it when the process dies,
+however it dies.  The start time next to the pid lets a reader tell the daemon
+from an unrelated process that reused the pid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+class AlreadyRunning(Exception):
+    """Another daemon holds the pidfile lock."""
+
+
+@dataclass(frozen=True)
+class PidInfo:
+    pid: int
+    create_time: float
+
+    def process(self) -> psutil.Process | None:
+        """The live process this record names, or None (dead, or pid reused)."""
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) > 0.05:
+                return None
+            return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+
+
+def read_pidfile(path: Path) -> PidInfo | None:
+    try:
+        fields = path.read_text().split()
+        return PidInfo(int(fields[0]), float(fields[1]))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_locked(path: Path) -> bool:
+    """True when a live daemon holds the pidfile."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+class PidFile:
+    """Held by the running daemon."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            info = read_pidfile(self.path)
+            who = f"pid {info.pid}" if info else "another process"
+            raise AlreadyRunning(f"agentd is already running ({who}; pidfile {self.path})") from None
+        me = psutil.Process()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{me.pid} {me.create_time():.3f}\n".encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+            self._fd = -1

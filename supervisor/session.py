@@ -1,0 +1,402 @@
+"""One agent process in a PTY: spawn, read without blocking, type, stop the whole tree.
+
+Mechanism only: no policy about *when* to start or stop lives here.
+
+The agent is spawned with pexpect (ptyprocess underneath), which makes it a
+session and process-group leader with the PTY slave as its controlling
+terminal.  The daemon then owns the master fd directly: it is put in
+non-blocking mode, registered with the event loop, and read with ``os.read`` in
+64 KiB chunks (never line-buffered, never pexpect's sleeping helpers).  Linux
+reports the end of a PTY as ``EIO``; that is treated as end of file, and the
+remaining bytes are drained before the session is closed, so the last output
+before an exit is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pexpect
+import psutil
+
+from .lifecycle import ExitInfo
+from .transcript import Transcript
+
+READ_SIZE = 65536
+
+
+class SpawnError(Exception):
+    """The agent could not be started; the message says why."""
+
+
+def new_session_id() -> str:
+    """Sortable, unique: ``20261130T143200-1a2b3c``."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _child_setup() -> None:  # pragma: no cover - runs in the forked child
+    # Python ignores SIGPIPE and SIGXFSZ; agents must get the defaults back
+    # (what subprocess's restore_signals does).
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """Identity of a process that survives pid reuse: pid plus start time."""
+
+    pid: int
+    create_time: float
+
+    def alive(self) -> psutil.Process | None:
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) > 0.05:
+                return None
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            return None
+
+
+def record_of(proc: psutil.Process) -> ProcessRecord | None:
+    try:
+        return ProcessRecord(proc.pid, proc.create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def live_tree(records: Iterable[ProcessRecord]) -> list[psutil.Process]:
+    return [p for p in (r.alive() for r in records) if p is not None]
+
+
+def signal_processes(procs: Iterable[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            pass
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Session:
+    """One running agent: its process, its PTY master, its transcript."""
+
+    def __init__(
+        self,
+        unit: str,
+        argv: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        rows: int,
+        cols: int,
+        transcript_dir: Path,
+        redact_env: Mapping[str, str],
+        session_id: str | None = None,
+    ) -> None:
+        self.unit = unit
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.rows = rows
+        self.cols = cols
+        self.session_id = session_id or new_session_id()
+        self.transcript = Transcript(transcript_dir, self.session_id, redact_env)
+        self.pid: int = 0
+        self.create_time: float = 0.0
+        self.started_at: float = 0.0  # monotonic
+        self.started_wall: float = 0.0
+        self.exit: ExitInfo | None = None
+        self.eof = False
+        self.last_output_at: float = 0.0
+        self.tree: dict[int, ProcessRecord] = {}
+        self._child: pexpect.spawn | None = None
+        self._fd: int = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._outbuf = bytearray()
+        self._writer_registered = False
+        self._listeners: list[Callable[[bytes], None]] = []
+
+    # -- start ------------------------------------------------------------------
+    def spawn(self) -> None:
+        """Fork the agent in a new PTY.  Raises :class:`SpawnError`."""
+        try:
+            child = pexpect.spawn(
+                self.argv[0],
+                self.argv[1:],
+                env=self.env,
+                cwd=str(self.cwd),
+                dimensions=(self.rows, self.cols),
+                echo=True,
+                preexec_fn=_child_setup,
+            )
+        except (pexpect.ExceptionPexpect, OSError) as exc:
+            self.transcript.close()
+            raise SpawnError(f"cannot start {self.argv[0]!r}: {exc}") from None
+        child.ptyproc.delayafterclose = 0
+        child.ptyproc.delayafterterminate = 0
+        self._child = child
+        self._fd = child.child_fd
+        flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        self.pid = child.pid
+        self.started_at = time.monotonic()
+        self.started_wall = time.time()
+        self.last_output_at = self.started_at
+        try:
+            self.create_time = psutil.Process(self.pid).create_time()
+        except psutil.NoSuchProcess:  # already gone; the reaper will see it
+            self.create_time = 0.0
+        self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start reading the PTY on ``loop``."""
+        self._loop = loop
+        if self._fd >= 0 and not self.eof:
+            loop.add_reader(self._fd, self._on_readable)
+
+    def add_listener(self, callback: Callable[[bytes], None]) -> None:
+        """``callback(raw_bytes)`` for every chunk read (after transcript write)."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[bytes], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    # -- output -----------------------------------------------------------------
+    def _on_readable(self) -> None:
+        self._read_available(limit=4)
+
+    def _read_available(self, limit: int | None = None) -> None:
+        """Read what is there (at most ``limit`` chunks, so one flood cannot starve others)."""
+        count = 0
+        while limit is None or count < limit:
+            try:
+                data = os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.EIO:  # Linux: slave side closed
+                    self._on_eof()
+                    return
+                raise
+            if not data:
+                self._on_eof()
+                return
+            count += 1
+            self.last_output_at = time.monotonic()
+            self.transcript.write(data)
+            for listener in list(self._listeners):
+                listener(data)
+
+    def _on_eof(self) -> None:
+        if self.eof:
+            return
+        self.eof = True
+        if self._loop is not None and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+        self.transcript.flush()
+
+    def drain(self) -> None:
+        """Read everything still buffered in the PTY (called when the process has exited)."""
+        if self._fd >= 0 and not self.eof:
+            self._read_available(limit=None)
+        self.transcript.flush()
+
+    # -- input ------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """Queue ``data`` for the agent's terminal; never blocks the loop."""
+        if self._fd < 0 or self.exit is not None:
+            raise SpawnError("the session is not running")
+        self._outbuf += data
+        self._flush_input()
+
+    def _flush_input(self) -> None:
+        while self._outbuf:
+            try:
+                written = os.write(self._fd, self._outbuf[:4096])
+            except BlockingIOError:
+                break
+            except OSError:
+                self._outbuf.clear()
+                break
+            del self._outbuf[:written]
+        if self._loop is None:
+            return
+        if self._outbuf and not self._writer_registered:
+            self._loop.add_writer(self._fd, self._flush_input)
+            self._writer_registered = True
+        elif not self._outbuf and self._writer_registered:
+            self._loop.remove_writer(self._fd)
+            self._writer_registered = False
+
+    def resize(self, rows: int, cols: int) -> None:
+        if self._child is not None and self.exit is None:
+            self._child.setwinsize(rows, cols)
+            self.rows, self.cols = rows, cols
+
+    # -- process tree -----------------------------------------------------------
+    def refresh_tree(self, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:
+        """Record the agent's current descendants (by pid and start time); return the live tree."""
+        procs: list[psutil.Process] = []
+        leader = self.tree.get(self.pid)
+        root = leader.alive() if leader else None
+        if root is not None:
+            procs.append(root)
+            try:
+                if children_of is None:
+                    procs.extend(root.children(recursive=True))
+                else:
+                    stack = list(children_of.get(self.pid, ()))
+                    while stack:
+                        pid = stack.pop()
+                        try:
+                            procs.append(psutil.Process(pid))
+                        except psutil.NoSuchProcess:
+                            continue
+                        stack.extend(children_of.get(pid, ()))
+            except psutil.NoSuchProcess:
+                pass
+        # Members of the process group that may have been reparented already.
+        for proc in procs:
+            rec = record_of(proc)
+            if rec is not None:
+                self.tree[rec.pid] = rec
+        live = live_tree(self.tree.values())
+        self.tree = {p.pid: ProcessRecord(p.pid, p.create_time()) for p in live if _ctime(p) is not None}
+        if self.pid not in self.tree and self.exit is None and self.create_time:
+            self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
+        return live
+
+    def signal_tree(self, sig: int) -> None:
+        """Send ``sig`` to the process group and every recorded member of the tree."""
+        kill_group(self.pid, sig)
+        signal_processes(live_tree(self.tree.values()), sig)
+
+    def alive_tree(self) -> list[psutil.Process]:
+        return live_tree(self.tree.values())
+
+    def stats(self) -> tuple[float, int]:
+        """CPU seconds (user+system) and RSS bytes of the whole live tree."""
+        cpu = 0.0
+        rss = 0
+        for proc in self.alive_tree():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    cpu += times.user + times.system
+                    rss += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return cpu, rss
+
+    # -- end --------------------------------------------------------------------
+    def reap(self) -> ExitInfo | None:
+        """Collect the leader's exit status if it has exited (non-blocking)."""
+        if self.exit is not None:
+            return self.exit
+        if not self.pid:
+            return None
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.exit = ExitInfo(code=None)
+            return self.exit
+        if pid == 0:
+            return None
+        self.exit = ExitInfo.from_wait_status(status)
+        if self._child is not None:
+            self._child.ptyproc.terminated = True
+            self._child.ptyproc.status = status
+        return self.exit
+
+    def close(self) -> None:
+        """Drain, stop reading, close the master and the transcript (idempotent)."""
+        if self._fd >= 0:
+            self.drain()
+            if self._loop is not None:
+                if not self.eof:
+                    self._loop.remove_reader(self._fd)
+                if self._writer_registered:
+                    self._loop.remove_writer(self._fd)
+                    self._writer_registered = False
+            fd, self._fd = self._fd, -1
+            if self._child is not None:
+                # Our reaper owns the pid; ptyprocess must only close the fd.
+                self._child.ptyproc.terminated = True
+                try:
+                    self._child.ptyproc.fileobj.close()
+                except OSError:
+                    pass
+                self._child.ptyproc.closed = True
+                self._child.closed = True
+            else:
+                os.close(fd)
+        self.transcript.close()
+
+    def record(self) -> dict[str, object]:
+        """What the daemon persists so a later daemon can find leftovers."""
+        return {
+            "session": self.session_id,
+            "pid": self.pid,
+            "create_time": self.create_time,
+            "pgid": self.pid,
+            "tree": [[r.pid, r.create_time] for r in self.tree.values()],
+        }
+
+    @property
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_at if self.started_at else 0.0
+
+
+def _ctime(proc: psutil.Process) -> float | None:
+    try:
+        return proc.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def children_map() -> dict[int, list[int]]:
+    """ppid -> child pids for every process, in one pass over /proc."""
+    result: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid is not None:
+            result.setdefault(ppid, []).append(proc.pid)
+    return result
+
+
+async def wait_gone(procs: list[psutil.Process], deadline: float, poll: float = 0.05) -> list[psutil.Process]:
+    """Wait until every process in ``procs`` is gone (zombies count as gone); return survivors."""
+    remaining = list(procs)
+    while remaining:
+        remaining = [p for p in remaining if _running(p)]
+        if not remaining or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(poll)
+    return remaining
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False

@@ -1,0 +1,363 @@
+"""Unit files: ``units/NAME.toml``, one per module-scoped agent.
+
+A unit is validated into a frozen :class:`UnitSpec`.  Unknown keys are
+rejected, so a typo never passes silently, and every error names the file, the
+key and what is allowed.  :func:`load_units` never raises for one bad file: it
+returns the good units and one :class:`UnitError` per bad file, so a malformed
+unit never takes the others down.
+
+Files named ``*.example.toml`` are examples and are skipped.
+
+Sections::
+
+    [unit]        description, enabled, after, requires
+    [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols
+    [scope]       module, paths (globs), forbid (globs), shared (globs)
+    [restart]     policy (no|on-failure|always), initial_delay, max_delay, multiplier,
+                  reset_after, burst, interval, stop_timeout
+    [wakeup]      command (argv list, optional), budget (tokens)
+    [context]     reserved for the continuity cycle: window, checkpoint_at, hard_limit, ...
+    [checkpoint]  reserved for the continuity cycle: prompt, deadline
+    [schedule]    reserved for scheduled runs: start, stop, timezone, max_runtime
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .lifecycle import RestartConfig
+
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+EXAMPLE_SUFFIX = ".example.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UnitSection(_Section):
+    description: str = ""
+    enabled: bool = True
+    after: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+
+class AgentSection(_Section):
+    kind: Literal["generic", "codex", "claude"] = "generic"
+    command: tuple[str, ...] = Field(min_length=1)
+    workdir: str = "."
+    env: dict[str, str] = Field(default_factory=dict)
+    rows: int = Field(default=40, ge=2, le=1000)
+    cols: int = Field(default=120, ge=10, le=1000)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_only(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "must be an argv list such as [\"python\", \"-m\", \"tool\"], not a shell string"
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _nonempty_program(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value[0].strip():
+            raise ValueError("the program (first element) is empty")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return value
+
+
+class ScopeSection(_Section):
+    module: str | None = None
+    paths: tuple[str, ...] = ()
+    forbid: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()
+
+    @field_validator("module")
+    @classmethod
+    def _module_name(cls, value: str | None) -> str | None:
+        if value is not None and not NAME_RE.fullmatch(value):
+            raise ValueError(f"module name {value!r} must match {NAME_RE.pattern}")
+        return value
+
+    @field_validator("paths", "forbid", "shared")
+    @classmethod
+    def _relative_globs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for glob in value:
+            if glob.startswith("/") or ".." in Path(glob).parts:
+                raise ValueError(f"glob {glob!r} must be relative to the project and stay inside it")
+        return value
+
+
+class RestartSection(_Section):
+    policy: Literal["no", "on-failure", "always"] = "on-failure"
+    initial_delay: float = Field(default=1.0, ge=0)
+    max_delay: float = Field(default=300.0, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    reset_after: float = Field(default=600.0, ge=0)
+    burst: int = Field(default=5, ge=1)
+    interval: float = Field(default=300.0, gt=0)
+    stop_timeout: float | None = Field(default=None, gt=0)
+
+    def config(self) -> RestartConfig:
+        return RestartConfig(
+            policy=self.policy,
+            initial_delay=self.initial_delay,
+            max_delay=self.max_delay,
+            multiplier=self.multiplier,
+            reset_after=self.reset_after,
+            burst=self.burst,
+            interval=self.interval,
+        )
+
+
+class WakeupSection(_Section):
+    command: tuple[str, ...] | None = None
+    budget: int = Field(default=2500, ge=200, le=100_000)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_only(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be an argv list such as [\"bash\", \"etc/wakeup.sh\"], not a shell string")
+        return value
+
+
+class ContextSection(_Section):
+    """Reserved for the continuity cycle (context watch)."""
+
+    window: int = Field(default=200_000, gt=0)
+    checkpoint_at: float = Field(default=0.70, gt=0, lt=1)
+    hard_limit: float = Field(default=0.90, gt=0, le=1)
+    max_session_age: float | None = Field(default=None, gt=0)
+    restart_every: float | None = Field(default=None, gt=0)
+
+
+class CheckpointSection(_Section):
+    """Reserved for the continuity cycle (checkpoint protocol)."""
+
+    prompt: str | None = None
+    deadline: float = Field(default=300.0, gt=0)
+
+
+class ScheduleSection(_Section):
+    """Reserved for scheduled runs."""
+
+    start: str | None = None
+    stop: str | None = None
+    timezone: str = "UTC"
+    max_runtime: float | None = Field(default=None, gt=0)
+
+
+class UnitSpec(_Section):
+    """One validated unit file."""
+
+    name: str
+    path: Path
+    unit: UnitSection = Field(default_factory=UnitSection)
+    agent: AgentSection
+    scope: ScopeSection = Field(default_factory=ScopeSection)
+    restart: RestartSection = Field(default_factory=RestartSection)
+    wakeup: WakeupSection = Field(default_factory=WakeupSection)
+    context: ContextSection = Field(default_factory=ContextSection)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+
+    @model_validator(mode="after")
+    def _module_defaults_to_name(self) -> UnitSpec:
+        if self.scope.module is None:
+            object.__setattr__(self, "scope", self.scope.model_copy(update={"module": self.name}))
+        return self
+
+    @property
+    def module(self) -> str:
+        return self.scope.module or self.name
+
+    def fingerprint(self) -> str:
+        """A digest of everything that, when changed, needs the agent restarted."""
+        data = self.model_dump_json(exclude={"path": True, "unit": {"description"}})
+        return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+    def workdir_path(self, project_root: Path) -> Path:
+        path = Path(self.agent.workdir).expanduser()
+        return path if path.is_absolute() else (project_root / path)
+
+
+@dataclass(frozen=True)
+class UnitError:
+    """A unit file that could not be loaded, with a message for the user."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class UnitLoadError(Exception):
+    def __init__(self, error: UnitError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def valid_name(name: str) -> bool:
+    return NAME_RE.fullmatch(name) is not None
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        if loc and loc[0] in UnitSpec.model_fields and len(loc) > 1:
+            key = f"[{loc[0]}] {'.'.join(loc[1:])}"
+        elif loc:
+            key = f"[{loc[0]}]"
+        else:
+            key = "(file)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            section = loc[0] if len(loc) > 1 else None
+            if section in UnitSpec.model_fields:
+                model = UnitSpec.model_fields[section].annotation
+                allowed = ", ".join(getattr(model, "model_fields", {}))
+                msg = f"unknown key; allowed keys in [{section}]: {allowed}"
+            else:
+                allowed = ", ".join(f for f in UnitSpec.model_fields if f not in ("name", "path"))
+                msg = f"unknown section; allowed sections: {allowed}"
+        elif err["type"] == "missing":
+            msg = "is required"
+        got = err.get("input")
+        if err["type"] in ("literal_error", "enum") and got is not None:
+            msg += f" (got {got!r})"
+        parts.append(f"{key}: {msg}")
+    return "; ".join(parts)
+
+
+def command_problem(spec: UnitSpec, project_root: Path, path_env: str | None = None) -> str | None:
+    """Why the unit's program cannot be run, or None when it can."""
+    program = spec.agent.command[0]
+    workdir = spec.workdir_path(project_root)
+    if not workdir.is_dir():
+        return f"[agent] workdir: directory {workdir} does not exist"
+    search = agent_path(spec.agent.env.get("PATH", path_env if path_env is not None else os.environ.get("PATH", "")))
+    if "/" in program:
+        candidate = Path(program) if Path(program).is_absolute() else workdir / program
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            return f"[agent] command: program {program!r} is not an executable file"
+        return None
+    if shutil.which(program, path=search) is None:
+        return f"[agent] command: program {program!r} not found on PATH (give a full path or fix PATH in [agent] env)"
+    return None
+
+
+def agent_path(path_env: str) -> str:
+    """PATH for agents: agentd's own bin directory first, so agents can call ``agentd``."""
+    bindir = str(Path(sys.executable).parent)
+    parts = [p for p in path_env.split(os.pathsep) if p and p != bindir]
+    return os.pathsep.join([bindir, *parts])
+
+
+def parse_unit(path: Path, text: str | None = None, project_root: Path | None = None) -> UnitSpec:
+    """Parse and validate one unit file; raises :class:`UnitLoadError`."""
+    name = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
+    if not valid_name(name):
+        raise UnitLoadError(
+            UnitError(path, f"unit name {name!r} is not valid: it must match {NAME_RE.pattern} (rename the file)")
+        )
+    try:
+        if text is None:
+            text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise UnitLoadError(UnitError(path, f"not UTF-8 text: {exc}")) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UnitLoadError(UnitError(path, f"not valid TOML: {exc}")) from None
+    except OSError as exc:
+        raise UnitLoadError(UnitError(path, f"cannot read: {exc.strerror}")) from None
+    for reserved in ("name", "path"):
+        if reserved in data:
+            raise UnitLoadError(UnitError(path, f"[{reserved}]: unknown section (the name comes from the file name)"))
+    try:
+        spec = UnitSpec(name=name, path=path, **data)
+    except ValidationError as exc:
+        raise UnitLoadError(UnitError(path, _format_validation_error(exc))) from None
+    except TypeError as exc:  # e.g. a section that is not a table
+        raise UnitLoadError(UnitError(path, f"bad structure: {exc}")) from None
+    if project_root is not None:
+        problem = command_problem(spec, project_root)
+        if problem:
+            raise UnitLoadError(UnitError(path, problem))
+    return spec
+
+
+def unit_path(units_dir: Path, name: str) -> Path:
+    """The file of unit ``name``; the name is validated so it cannot escape the directory."""
+    if not valid_name(name):
+        raise ValueError(f"unit name {name!r} is not valid: it must match {NAME_RE.pattern}")
+    return units_dir / f"{name}.toml"
+
+
+def load_unit(units_dir: Path, name: str, project_root: Path | None = None) -> UnitSpec:
+    """Load one unit by name; raises :class:`UnitLoadError` or ValueError for a bad name."""
+    path = unit_path(units_dir, name)
+    if not path.is_file():
+        raise UnitLoadError(UnitError(path, "no such unit file"))
+    return parse_unit(path, project_root=project_root)
+
+
+def load_units(units_dir: Path, project_root: Path | None = None) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+    """Load every ``*.toml`` in ``units_dir`` (examples skipped), sorted by name."""
+    specs: dict[str, UnitSpec] = {}
+    errors: list[UnitError] = []
+    if not units_dir.is_dir():
+        return specs, errors
+    for path in sorted(units_dir.glob("*.toml")):
+        if path.name.endswith(EXAMPLE_SUFFIX):
+            continue
+        try:
+            spec = parse_unit(path, project_root=project_root)
+        except UnitLoadError as exc:
+            errors.append(exc.error)
+            continue
+        specs[spec.name] = spec
+    return specs, errors
+
+
+def start_order(specs: dict[str, UnitSpec]) -> list[str]:
+    """Names in an order that honours ``after``/``requires`` (cycles broken by name)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen or name not in specs or name in visiting:
+            return
+        visiting.add(name)
+        spec = specs[name]
+        for dep in sorted(set(spec.unit.after) | set(spec.unit.requires)):
+            visit(dep)
+        visiting.discard(name)
+        seen.add(name)
+        order.append(name)
+
+    for name in sorted(specs):
+        visit(name)
+    return order
