@@ -1,0 +1,89 @@
+"""Micro-benchmark of :meth:`supervisor.transcript.Transcript.write`.
+
+Run ``python -m bench.transcript_bench [--mb N]``.  Feeds 64 KiB chunks of
+realistic agent output (ANSI-coloured lines as the PTY delivers them, with
+``\\r\\n`` endings, a few OSC titles and cursor moves, some UTF-8) through the
+whole path (redaction, raw ``.log``, clean ``.txt``) and prints MB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from supervisor.transcript import Transcript
+
+CHUNK = 64 * 1024
+
+
+def agent_output(size: int, light: bool = False) -> bytes:
+    """Deterministic ANSI-coloured agent output of at least ``size`` bytes.
+
+    The default mix is dense (3-4 escape sequences per line, like a TUI
+    agent); ``light=True`` colours one line in four (build and test logs).
+    """
+    lines: list[bytes] = []
+    total = 0
+    i = 0
+    while total < size:
+        kind = i % 8
+        if kind == 0:
+            line = f"\x1b[1m\x1b[36m●\x1b[0m Reading \x1b[4msrc/module_{i % 97}.py\x1b[24m (lines {i}-{i + 40})"
+        elif kind == 1:
+            line = f"\x1b[32m+    def handler_{i}(self, request: Request) -> Response:\x1b[0m"
+        elif kind == 2:
+            line = f"\x1b[31m-    return legacy_handler(request, retries={i % 5})\x1b[0m"
+        elif kind == 3:
+            line = f"\x1b]0;agent: step {i}\x07\x1b[2K\x1b[1G\x1b[33m⠋\x1b[0m Running tests… {i % 100}%"
+        elif kind == 4:
+            line = f"  test_feature_{i} \x1b[32mPASSED\x1b[0m                      [{i % 100:3d}%]"
+        elif kind == 5:
+            line = f"\x1b[90m# The transcript keeps the raw bytes and a clean view ({i})\x1b[39m"
+        elif kind == 6:
+            line = f"\x1b[38;5;208mwarning\x1b[0m: unused variable `tmp_{i}` at line {i % 300}"
+        else:
+            line = f"Export AGENT_HOME=/home/dev/work/project-{i % 13}; export PATH=$AGENT_HOME/bin:$PATH"
+        if light and i % 4:
+            line = f"    src/module_{i % 97}.py:{i % 400}: checked {i} names, {i % 7} warnings"
+        raw = line.encode() + b"\r\n"
+        lines.append(raw)
+        total += len(raw)
+        i += 1
+    return b"".join(lines)
+
+
+def run(megabytes: int, light: bool = False) -> float:
+    """Write ``megabytes`` MB through a Transcript; return MB/s."""
+    payload = agent_output(4 * 1024 * 1024, light)
+    chunks = [payload[i:i + CHUNK] for i in range(0, len(payload) - CHUNK, CHUNK)]
+    target = megabytes * 1024 * 1024
+    env = {"OPENAI_API_KEY": "sk-proj-benchmarkkeyvalue0123456789", "GITHUB_TOKEN": "ghp_bench0123456789abcdef"}
+    with tempfile.TemporaryDirectory() as tmp:
+        with Transcript(Path(tmp) / "t", "bench", env) as transcript:
+            written = 0
+            start = time.perf_counter()
+            while written < target:
+                for chunk in chunks:
+                    transcript.write(chunk)
+                    written += len(chunk)
+            transcript.flush()
+            elapsed = time.perf_counter() - start
+            tokens = transcript.estimated_tokens
+    mbps = written / elapsed / 1e6
+    print(f"{'light' if light else 'dense'} ANSI mix: {written / 1e6:.1f} MB in {elapsed:.3f} s: {mbps:.1f} MB/s "
+          f"({CHUNK // 1024} KiB chunks, ~{tokens} tokens of clean text)")
+    return mbps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=256, help="megabytes to write (default 256)")
+    megabytes = parser.parse_args().mb
+    run(megabytes)
+    run(megabytes, light=True)
+
+
+if __name__ == "__main__":
+    main()
