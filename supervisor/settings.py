@@ -12,6 +12,7 @@ should be a valid number``.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import tomllib
 from pathlib import Path
@@ -22,6 +23,19 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 ENV_PREFIX = "AGENTD_"
 DEFAULT_CONFIG = Path("etc") / "agentd.toml"
+
+
+_FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The TOML file's values, below the environment in precedence."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return _FILE_DATA.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get())
 
 
 class SettingsError(Exception):
@@ -59,9 +73,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The TOML file is merged by load_settings() as init data at the lowest
-        # init precedence, so that errors can be attributed to their source.
-        return (init_settings, env_settings)
+        return (init_settings, env_settings, _FileSource(settings_cls))
 
     # Derived paths -----------------------------------------------------------------
     def _under_root(self, path: Path) -> Path:
@@ -141,8 +153,9 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     path = _find_config(config)
     file_data = _read_toml(path) if path is not None else {}
+    token = _FILE_DATA.set(file_data)
     try:
-        return Settings(**{**file_data, **overrides})
+        return Settings(**overrides)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
@@ -152,3 +165,5 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
             raise SettingsError(f"unknown setting '{field}' in {where}; known settings: {known}") from None
         where = _source_of(field, file_data, path, overrides)
         raise SettingsError(f"setting '{field}' from {where}: {err['msg']}") from None
+    finally:
+        _FILE_DATA.reset(token)

@@ -1,0 +1,115 @@
+"""Restart policy and the state table, replayed as histories without processes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from supervisor.lifecycle import (
+    TRANSITIONS,
+    ExitInfo,
+    GiveUp,
+    IllegalTransition,
+    Restart,
+    RestartConfig,
+    RestartTracker,
+    StayDown,
+    UnitState,
+    check_transition,
+)
+
+FAIL = ExitInfo(code=1)
+
+
+def test_every_state_has_a_row_and_illegal_moves_raise() -> None:
+    assert set(TRANSITIONS) == set(UnitState)
+    check_transition(UnitState.INACTIVE, UnitState.STARTING)
+    with pytest.raises(IllegalTransition):
+        check_transition(UnitState.INACTIVE, UnitState.RUNNING)
+    with pytest.raises(IllegalTransition):
+        check_transition(UnitState.STOPPING, UnitState.BACKOFF)
+    with pytest.raises(IllegalTransition):
+        check_transition(UnitState.FAILED, UnitState.RUNNING)
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, max_delay=10, burst=100, interval=1000))
+    delays = []
+    now = 0.0
+    for _ in range(7):
+        tracker.record_start(now)
+        decision = tracker.on_exit(FAIL, uptime=0.5, now=now)
+        assert isinstance(decision, Restart)
+        delays.append(decision.delay)
+        now += decision.delay
+    assert delays == [1, 2, 4, 8, 10, 10, 10]
+
+
+def test_backoff_resets_after_a_stable_run() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, reset_after=60, burst=100, interval=1000))
+    for i in range(3):
+        tracker.record_start(float(i))
+        tracker.on_exit(FAIL, uptime=1, now=float(i))
+    tracker.record_start(10)
+    decision = tracker.on_exit(FAIL, uptime=61, now=71)
+    assert decision == Restart(1)
+
+
+def test_start_limit_ends_in_failed_with_reason() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=0.1, burst=3, interval=60))
+    decisions = []
+    now = 0.0
+    for _ in range(3):
+        tracker.record_start(now)
+        decisions.append(tracker.on_exit(ExitInfo(signal=9), uptime=0.1, now=now + 0.1))
+        now += 1
+    assert isinstance(decisions[0], Restart) and isinstance(decisions[1], Restart)
+    assert isinstance(decisions[2], GiveUp)
+    assert "start limit" in decisions[2].reason and "SIGKILL" in decisions[2].reason
+
+
+def test_starts_outside_the_window_do_not_count() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=0.1, burst=3, interval=10))
+    now = 0.0
+    for _ in range(10):
+        tracker.record_start(now)
+        assert isinstance(tracker.on_exit(FAIL, uptime=0.1, now=now), Restart)
+        now += 6  # only two starts ever fall inside a 10 s window
+
+
+@pytest.mark.parametrize(
+    ("policy", "exit", "expected"),
+    [
+        ("no", FAIL, StayDown),
+        ("no", ExitInfo(code=0), StayDown),
+        ("on-failure", ExitInfo(code=0), StayDown),
+        ("on-failure", FAIL, Restart),
+        ("on-failure", ExitInfo(signal=15), Restart),
+        ("always", ExitInfo(code=0), Restart),
+    ],
+)
+def test_policies(policy: str, exit: ExitInfo, expected: type) -> None:
+    tracker = RestartTracker(RestartConfig(policy=policy))
+    tracker.record_start(0)
+    assert isinstance(tracker.on_exit(exit, uptime=1, now=1), expected)
+
+
+@given(st.lists(st.floats(min_value=0, max_value=5), min_size=1, max_size=40))
+def test_delays_never_exceed_the_cap_and_never_shrink_without_a_stable_run(uptimes: list[float]) -> None:
+    cfg = RestartConfig(initial_delay=0.5, multiplier=3, max_delay=7, reset_after=10, burst=1000, interval=1e9)
+    tracker = RestartTracker(cfg)
+    now, last = 0.0, 0.0
+    for uptime in uptimes:
+        tracker.record_start(now)
+        decision = tracker.on_exit(FAIL, uptime=uptime, now=now + uptime)
+        assert isinstance(decision, Restart)
+        assert cfg.initial_delay <= decision.delay <= cfg.max_delay
+        assert decision.delay >= last
+        last = decision.delay
+        now += uptime + decision.delay
+
+
+def test_exit_info_describes_codes_and_signals() -> None:
+    assert ExitInfo(code=3).describe() == "exit 3"
+    assert ExitInfo(signal=9).describe() == "signal SIGKILL"
+    assert ExitInfo(code=0).success and not ExitInfo(signal=15).success
