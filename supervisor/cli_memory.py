@@ -1,9 +1,347 @@
-"""CLI commands over the ``.agent/`` memory store (decide, note, fact, recall, wakeup, init, ...)."""
+"""CLI commands over the ``.agent/`` memory store (decide, note, fact, recall, wakeup, init, ...).
+
+Thin on purpose: parse, call :mod:`supervisor.memory` / :mod:`supervisor.wakeup`,
+print.  Library errors become one-line ``click.ClickException`` messages.
+
+Which module a command writes to: ``--module M`` (or ``--global``), else
+``$AGENTD_MODULE``, else the module of the unit named by ``$AGENTD_UNIT``,
+else the global log.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
 
+@dataclass
+class Target:
+    """Where a command acts: module (None = global), scope globs and the unit they came from."""
+
+    module: str | None
+    scope: list[str] = field(default_factory=list)
+    unit: str | None = None
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Turn library errors into one-line CLI errors."""
+    from .memory import LineError, StoreError
+
+    try:
+        yield
+    except (StoreError, LineError, ValueError, RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _settings():  # -> Settings (imported lazily to avoid a cycle with cli.py)
+    from .cli import AppContext
+
+    app = click.get_current_context().find_object(AppContext)
+    if app is None:  # pragma: no cover - only when called outside the agentd group
+        raise click.ClickException("internal: no agentd context")
+    return app.settings
+
+
+def _root() -> Path:
+    return _settings().project_root
+
+
+def _unit(name: str) -> tuple[str | None, list[str], list[str] | None, int | None]:
+    from .wakeup import unit_memory_scope
+
+    try:
+        return unit_memory_scope(_settings().units_path, name)
+    except (ImportError, ValueError) as exc:
+        raise click.ClickException(f"unit {name!r}: {exc}") from None
+    except Exception as exc:  # UnitLoadError names the file and the problem
+        raise click.ClickException(f"unit {name!r}: {exc}") from None
+
+
+def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()) -> Target:
+    """Apply the module rule from the module docstring."""
+    if global_ and module:
+        raise click.UsageError("--module and --global exclude each other")
+    if global_:
+        return Target(None, list(scope))
+    if module:
+        return Target(None if module == "global" else module, list(scope))
+    env_module = os.environ.get("AGENTD_MODULE", "").strip()
+    if env_module:
+        return Target(None if env_module == "global" else env_module, list(scope))
+    unit = os.environ.get("AGENTD_UNIT", "").strip()
+    if unit:
+        unit_module, unit_scope, _cmd, _budget = _unit(unit)
+        return Target(unit_module, list(scope) or unit_scope, unit)
+    return Target(None, list(scope))
+
+
 def register(group: click.Group) -> None:
     """Add the memory commands to the ``agentd`` group."""
+    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd):
+        group.add_command(command)
+
+
+# init / decide / note ---------------------------------------------------------------
+
+@click.command()
+def init() -> None:
+    """Create the .agent/ memory store (idempotent; never overwrites a file)."""
+    from .memory import AgentPaths, init_store
+
+    root = _root()
+    with _errors():
+        created = init_store(root)
+    paths = AgentPaths(root)
+    if not created:
+        click.echo(f"{paths.rel(paths.dir)}: already complete, nothing created")
+    for path in created:
+        click.echo(f"created {paths.rel(path)}")
+
+
+@click.command()
+@click.argument("text")
+@click.option("--why", required=True, help='cause and conclusion: "because ..., so ..."')
+@click.option("--tag", "tags", multiple=True, help="arch, naming, deps, pitfall, constraint, task, or your own")
+@click.option("--files", "files", multiple=True, help="affected files or globs (repeat, or comma-separate)")
+@click.option("--alternatives", default="", help="alternatives considered and rejected")
+@click.option("--module", help="module log to write (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--global", "global_", is_flag=True, help="write to the global log")
+@click.option("--scope", "scope", multiple=True, help="globs the snapshot hashes (default: the unit's scope)")
+def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], alternatives: str,
+           module: str | None, global_: bool, scope: tuple[str, ...]) -> None:
+    """Record an irreversible decision (with a snapshot) in the decision log."""
+    from .memory import AgentPaths, record_decision
+
+    target = resolve_target(module, global_, scope)
+    root = _root()
+    with _errors():
+        rec = record_decision(root, text, why, module=target.module, tags=tags, files=files,
+                              alternatives=alternatives, scope_paths=target.scope)
+    click.echo(f"{AgentPaths(root).rel(rec.path)}: {rec.line}")
+    if rec.rolled_to is not None:
+        click.echo(f"rolled the log into {AgentPaths(root).rel(rec.rolled_to)}")
+
+
+@click.command()
+@click.argument("text")
+@click.option("--confirmed", "kind", flag_value="confirmed", help="a verified finding")
+@click.option("--hypothesis", "kind", flag_value="hypothesis", help="a guess still to check")
+def note(text: str, kind: str | None) -> None:
+    """Append a note to engram.md (say --confirmed or --hypothesis)."""
+    from .memory import append_note
+
+    if kind is None:
+        raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
+    with _errors():
+        n = append_note(_root(), text, kind)
+    click.echo(n.render())
+
+
+# facts / promote ------------------------------------------------------------------
+
+@click.group()
+def fact() -> None:
+    """Stable facts with their source lines (add, check, invalidate, list)."""
+
+
+@fact.command("add")
+@click.argument("text")
+@click.option("--module", help="module (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--source", required=True, help="PATH:LINE or PATH:START-END the fact comes from")
+def fact_add(text: str, module: str | None, source: str) -> None:
+    """Record a fact and the hash of the cited lines."""
+    from .memory import add_fact
+
+    target = resolve_target(module, False)
+    with _errors():
+        f = add_fact(_root(), target.module, text, source)
+    click.echo(f"{f.id} ({f.module}): {f.text} [source {f.source}, sha {f.sha}]")
+
+
+@fact.command("check")
+def fact_check() -> None:
+    """Re-read every fact's source; mark changed ones stale (exit 1 if any is stale)."""
+    from .memory import check_facts
+    from .memory import facts as facts_mod
+    from .memory.store import AgentPaths
+
+    root = _root()
+    with _errors():
+        changes = check_facts(root)
+        current = facts_mod.load_all(AgentPaths(root))
+    for f, status in changes:
+        click.echo(f"{f.id} ({f.module}): {f.status} -> {status}: {f.text} [{f.source}]")
+    stale = [f for f in current if f.status == "stale"]
+    click.echo(f"{len(current)} fact(s), {len(stale)} stale, {sum(f.status == 'invalid' for f in current)} invalid")
+    if stale:
+        sys.exit(1)
+
+
+@fact.command("invalidate")
+@click.argument("fact_id")
+@click.option("--why", required=True, help="why the fact no longer holds")
+def fact_invalidate(fact_id: str, why: str) -> None:
+    """Mark a fact invalid; it stays in the file with the reason."""
+    from .memory import invalidate
+
+    with _errors():
+        f = invalidate(_root(), fact_id, why)
+    click.echo(f"{f.id} ({f.module}): invalid: {f.invalid_why}")
+
+
+@fact.command("list")
+@click.option("--module", help="only this module ('global' for global facts)")
+def fact_list(module: str | None) -> None:
+    """List facts with their status."""
+    from .memory import facts as facts_mod
+    from .memory.store import AgentPaths
+
+    with _errors():
+        items = facts_mod.load_all(AgentPaths(_root()))
+    for f in items:
+        if module and f.module != module:
+            continue
+        extra = f" — invalid: {f.invalid_why}" if f.invalid_why else ""
+        click.echo(f"{f.id} [{f.status}] ({f.module}) {f.text} [source {f.source or 'engram'}]{extra}")
+
+
+@click.command()
+@click.option("--module", help="module that receives the facts (default: $AGENTD_MODULE, unit's module, global)")
+def promote(module: str | None) -> None:
+    """Move confirmed engram notes into facts and archive the engram."""
+    from .memory import promote as promote_fn
+
+    target = resolve_target(module, False)
+    with _errors():
+        new = promote_fn(_root(), target.module)
+    for f in new:
+        click.echo(f"{f.id} ({f.module}): {f.text}")
+    click.echo(f"promoted {len(new)} note(s); engram.md now keeps only open hypotheses")
+
+
+# recall -----------------------------------------------------------------------------
+
+@click.command("recall")
+@click.argument("words", nargs=-1)
+@click.option("--tag", help="decision tag (arch, deps, ...) or engram kind (confirmed, hypothesis, auto)")
+@click.option("--path", "path", help="file glob the decision or fact must touch")
+@click.option("--module", "modules", multiple=True, help="only these modules ('global' = global log); repeatable")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["decision", "fact", "engram"]),
+              help="only these kinds; repeatable")
+@click.option("--limit", type=click.IntRange(min=1), help="at most this many results")
+def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, modules: tuple[str, ...],
+               kinds: tuple[str, ...], limit: int | None) -> None:
+    """Search all decision epochs, facts and engram; newest first."""
+    from .memory import recall
+
+    with _errors():
+        hits = recall(_root(), words, tag=tag, path=path, modules=modules,
+                      kinds=kinds or ("decision", "fact", "engram"), limit=limit)
+    for hit in hits:
+        click.echo(hit.render())
+    if not hits:
+        click.echo("no match", err=True)
+        sys.exit(1)
+
+
+# wakeup -----------------------------------------------------------------------------
+
+@click.command("wakeup")
+@click.argument("unit", required=False)
+@click.option("--module", help="module to brief (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--scope", "scope", multiple=True, help="file globs of the module (default: the unit's scope)")
+@click.option("--budget", type=click.IntRange(min=1), help="token budget (default: the unit's, else 2500)")
+@click.option("--decisions", "decision_count", type=click.IntRange(min=0), default=5, show_default=True,
+              help="how many latest decisions to show")
+def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], budget: int | None,
+               decision_count: int) -> None:
+    """Print the wakeup briefing for a unit or module."""
+    from .wakeup import DEFAULT_BUDGET, build_wakeup, run_wakeup_command
+
+    root = _root()
+    if unit:
+        if module:
+            raise click.UsageError("give a UNIT or --module, not both")
+        unit_module, unit_scope, command, unit_budget = _unit(unit)
+        if command:
+            with _errors():
+                click.echo(run_wakeup_command(root, command), nl=False)
+            return
+        target = Target(unit_module, list(scope) or unit_scope, unit)
+        budget = budget or unit_budget
+    else:
+        target = resolve_target(module, False, scope)
+    with _errors():
+        w = build_wakeup(root, target.module, target.scope, budget or DEFAULT_BUDGET, decision_count=decision_count)
+    click.echo(w.text, nl=False)
+
+
+# snapshots --------------------------------------------------------------------------
+
+@click.group()
+def snapshot() -> None:
+    """Decision snapshots (show, list)."""
+
+
+@snapshot.command("show")
+@click.argument("ident")
+@click.option("--file", "file", help="print this file's content as the snapshot recorded it")
+def snapshot_show(ident: str, file: str | None) -> None:
+    """Print a snapshot, or with --file the recorded content of one file."""
+    from .memory import snapshots
+    from .memory.store import AgentPaths
+
+    paths = AgentPaths(_root())
+    with _errors():
+        if file:
+            sys.stdout.buffer.write(snapshots.file_content(paths, ident, file))
+            sys.stdout.flush()
+            return
+        click.echo(snapshots.render(snapshots.load_id(paths, ident)))
+
+
+@snapshot.command("list")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+def snapshot_list(limit: int) -> None:
+    """The newest snapshots, newest first."""
+    from .memory import snapshots
+    from .memory.store import AgentPaths
+
+    paths = AgentPaths(_root())
+    for seq in reversed(snapshots.list_ids(paths)[-limit:]):
+        data = snapshots.load(paths, seq) or {}
+        kind = "complete" if data.get("complete", True) else "thinned"
+        click.echo(f"{data.get('id', seq)}  {data.get('time', '?')}  {data.get('module') or 'global'}  "
+                   f"[{kind}]  {data.get('decision', '(unreadable)')}")
+
+
+# doctor / mcp -----------------------------------------------------------------------
+
+@click.command()
+def doctor() -> None:
+    """Check the store: malformed lines (file:line), stale facts, missing files. Exit 1 on errors."""
+    from .memory.doctor import diagnose
+
+    findings = diagnose(_root())
+    for f in findings:
+        click.echo(f.render())
+    errors = sum(f.severity == "error" for f in findings)
+    click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    if errors:
+        sys.exit(1)
+
+
+@click.command("mcp")
+def mcp_cmd() -> None:
+    """Serve the memory tools to an agent over MCP on stdio."""
+    from .mcp_server import serve
+
+    settings = _settings()
+    serve(settings.project_root, settings.units_path)

@@ -1,0 +1,146 @@
+"""``agentd mcp``: the memory tools for agents, served over MCP on stdio.
+
+Tools (each with a JSON Schema derived from the typed signature, so a client
+cannot send a malformed entry): ``log_decision``, ``note``, ``add_fact``,
+``recall``, ``update_task_state``.  Each calls the same library as the CLI,
+so rules (e.g. the "because ..., so ..." why) are enforced the same way; a
+rule violation comes back as a tool error whose text says what to fix.
+
+The module defaults like the CLI: the tool's ``module`` argument, else
+``$AGENTD_MODULE``, else the module of ``$AGENTD_UNIT``'s unit, else global.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .memory import LineError, StoreError, add_fact, append_note, recall, record_decision
+from .memory import update_task_state as set_task_state
+from .memory.store import AgentPaths
+
+SERVER_NAME = "agentd-memory"
+
+
+def _default_target(root: Path, units_dir: Path | None) -> tuple[str | None, list[str]]:
+    env_module = os.environ.get("AGENTD_MODULE", "").strip()
+    if env_module:
+        return (None if env_module == "global" else env_module), []
+    unit = os.environ.get("AGENTD_UNIT", "").strip()
+    if unit and units_dir is not None:
+        from .wakeup import unit_memory_scope
+
+        try:
+            module, scope, _cmd, _budget = unit_memory_scope(units_dir, unit)
+        except Exception:  # noqa: BLE001 - a broken unit file must not stop the tools
+            return None, []
+        return module, scope
+    return None, []
+
+
+def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
+    """An MCPServer whose tools act on the store under ``root``."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    root = Path(root)
+    paths = AgentPaths(root)
+    default_module, default_scope = _default_target(root, units_dir)
+    server = MCPServer(
+        SERVER_NAME,
+        instructions=(
+            "Durable project memory. Log every irreversible decision with log_decision (why: "
+            "'because <cause>, so <conclusion>'), keep notes with note, record facts with their source "
+            "lines with add_fact, search with recall, and keep the task state current with update_task_state."
+        ),
+    )
+
+    def module_of(module: str | None, global_log: bool) -> str | None:
+        if global_log:
+            return None
+        if module:
+            return None if module == "global" else module
+        return default_module
+
+    @server.tool()
+    def log_decision(
+        decision: Annotated[str, Field(min_length=1, description="what was decided, one sentence")],
+        why: Annotated[str, Field(min_length=1, description="cause and conclusion: 'because <cause>, so <conclusion>'")],
+        tags: Annotated[list[str], Field(description="arch, naming, deps, pitfall, constraint, task, or free tags")] = [],  # noqa: B006
+        files: Annotated[list[str], Field(description="affected files or globs, relative to the project root")] = [],  # noqa: B006
+        alternatives: Annotated[str, Field(description="alternatives considered and rejected")] = "",
+        module: Annotated[str | None, Field(description="module log; default: this agent's module")] = None,
+        global_log: Annotated[bool, Field(description="write to the global (cross-module) log")] = False,
+    ) -> str:
+        """Record an irreversible decision in the decision log, with a snapshot of the module's files."""
+        target = module_of(module, global_log)
+        try:
+            rec = record_decision(root, decision, why, module=target, tags=tags, files=files,
+                                  alternatives=alternatives, scope_paths=default_scope if target == default_module else ())
+        except (LineError, StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return f"logged in {paths.rel(rec.path)} with {rec.snapshot}: {rec.line}"
+
+    @server.tool()
+    def note(
+        text: Annotated[str, Field(min_length=1, description="what you learned or suspect")],
+        kind: Annotated[Literal["confirmed", "hypothesis"], Field(description="confirmed = verified; hypothesis = to check")],
+    ) -> str:
+        """Append a confirmed finding or a hypothesis to the engram (working notes)."""
+        try:
+            n = append_note(root, text, kind)
+        except (StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return f"noted: {n.render()}"
+
+    @server.tool(name="add_fact")
+    def add_fact_tool(
+        text: Annotated[str, Field(min_length=1, description="the stable fact")],
+        source: Annotated[str, Field(pattern=r"^[^:]+:\d+(-\d+)?$", description="PATH:LINE or PATH:START-END it comes from")],
+        module: Annotated[str | None, Field(description="module; default: this agent's module")] = None,
+    ) -> str:
+        """Record a stable fact with the hash of its source lines (it goes stale when they change)."""
+        try:
+            f = add_fact(root, module_of(module, False), text, source)
+        except (StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return f"{f.id} ({f.module}): {f.text} [source {f.source}]"
+
+    @server.tool(name="recall")
+    def recall_tool(
+        words: Annotated[list[str], Field(description="words that must all appear")] = [],  # noqa: B006
+        tag: Annotated[str | None, Field(description="decision tag, or engram kind (confirmed/hypothesis)")] = None,
+        path: Annotated[str | None, Field(description="file glob the decision or fact must touch")] = None,
+        modules: Annotated[list[str], Field(description="only these modules ('global' = global log)")] = [],  # noqa: B006
+        kinds: Annotated[list[Literal["decision", "fact", "engram"]], Field(description="only these kinds")] = [],  # noqa: B006
+        limit: Annotated[int, Field(ge=1, le=500, description="at most this many results")] = 20,
+    ) -> str:
+        """Search all decision epochs, facts and engram notes, newest first (keyword and path matching)."""
+        try:
+            hits = recall(root, words, tag=tag, path=path, modules=modules,
+                          kinds=kinds or ("decision", "fact", "engram"), limit=limit)
+        except (StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return "\n".join(h.render() for h in hits) or "no match"
+
+    @server.tool()
+    def update_task_state(
+        state: Annotated[str, Field(min_length=1, description="where the work stopped and what comes next")],
+        task: Annotated[str | None, Field(description="replace the task description too (optional)")] = None,
+    ) -> str:
+        """Set the 'State at interruption' line of current-task.md (and optionally the task)."""
+        try:
+            info = set_task_state(paths, state, task)
+        except (StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return f"State at interruption: {info.state}"
+
+    return server
+
+
+def serve(root: Path, units_dir: Path | None = None) -> None:
+    """Run the server on stdio until the client closes it."""
+    build_server(root, units_dir).run("stdio")

@@ -1,0 +1,51 @@
+"""``agentd init``: create the ``.agent/`` layout, idempotently, never overwriting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .engram import ENGRAM_HEADER
+from .store import AgentPaths, read_state, store_lock, write_if_missing, write_state
+from .task import TASK_TEMPLATE
+
+CONSTRAINTS_TEMPLATE = (
+    "# Hard constraints\n\n"
+    "<!-- One constraint per line, e.g. \"- Never push to main without review.\"\n"
+    "     Always shown in full at wakeup, never trimmed. -->\n"
+)
+SUMMARY_TEMPLATE = "# Recent summary\n\n(no session summary yet)\n"
+DECISIONS_README = (
+    "# The .agent/ memory store\n\n"
+    "Written by `agentd` (decide, note, fact, promote) and read by `agentd wakeup`.\n"
+    "Commit it with the code. Decision logs are append-only; edit constraints.md and\n"
+    "current-task.md by hand or with `agentd`/the MCP tools.\n"
+)
+
+
+def init_store(root: Path) -> list[Path]:
+    """Create every missing file and directory of the store; return what was created."""
+    paths = AgentPaths(Path(root))
+    created: list[Path] = []
+    if not paths.dir.exists():
+        paths.dir.mkdir(parents=True)
+        created.append(paths.dir)
+    for directory in (paths.snapshots, paths.facts_dir):
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            created.append(directory)
+    templates = {
+        paths.constraints: CONSTRAINTS_TEMPLATE,
+        paths.current_task: TASK_TEMPLATE,
+        paths.engram: ENGRAM_HEADER,
+        paths.decisions(None): "",
+        paths.recent_summary: SUMMARY_TEMPLATE,
+        paths.dir / "README.md": DECISIONS_README,
+    }
+    for path, text in templates.items():
+        if write_if_missing(path, text):
+            created.append(path)
+    with store_lock(paths):
+        if not paths.state.exists():
+            write_state(paths, read_state(paths))
+            created.append(paths.state)
+    return created

@@ -1,0 +1,265 @@
+"""Where the ``.agent/`` files live, and the two ways they are written durably.
+
+Every write to the memory store is one of:
+
+* :func:`append_line` — a whole line appended with one ``write`` on an
+  ``O_APPEND`` descriptor while holding the store lock, then ``fsync``.  If a
+  crash left the file without a final newline (a torn line), the new line is
+  started on a fresh line so it is never glued onto the fragment.
+* :func:`atomic_write` — temp file in the same directory, ``fsync``, ``rename``
+  over the target, ``fsync`` of the directory.  Readers see the old or the new
+  file, never a mix.
+
+:func:`store_lock` is one ``fcntl.flock`` on ``.agent/.lock``; every read-modify-
+write of the store (decide, fact changes, promote) runs inside it, so eight
+processes deciding at once are serialised and nothing interleaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+AGENT_DIR = ".agent"
+GLOBAL = "global"
+_MODULE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_EPOCH_RE = re.compile(r"epoch|.*-epoch-\d+$")
+TIME_FORMAT = "%Y-%m-%d %H:%M"
+
+
+class StoreError(Exception):
+    """A user-facing problem with the memory store; the message says what to do."""
+
+
+def validate_module(module: str | None) -> str | None:
+    """Return ``module`` if it is a usable module name (or None for the global log)."""
+    if module is None or module == GLOBAL:
+        return None
+    if not _MODULE_RE.fullmatch(module) or _EPOCH_RE.match(module):
+        raise StoreError(
+            f"module name {module!r} is not usable: use letters, digits, '_', '.', '-' "
+            "(at most 64 characters, not starting with 'epoch' nor ending in '-epoch-N'); 'global' means the global log"
+        )
+    return module
+
+
+def format_time(when: datetime) -> str:
+    """The minute-resolution timestamp used in every memory line."""
+    return when.strftime(TIME_FORMAT)
+
+
+@dataclass(frozen=True)
+class AgentPaths:
+    """Every path of the store, derived from the project root."""
+
+    root: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.root / AGENT_DIR
+
+    @property
+    def constraints(self) -> Path:
+        return self.dir / "constraints.md"
+
+    @property
+    def current_task(self) -> Path:
+        return self.dir / "current-task.md"
+
+    @property
+    def engram(self) -> Path:
+        return self.dir / "engram.md"
+
+    @property
+    def engram_archive(self) -> Path:
+        return self.dir / "engram-archive.md"
+
+    @property
+    def snapshots(self) -> Path:
+        return self.dir / "snapshots"
+
+    @property
+    def facts_dir(self) -> Path:
+        return self.dir / "facts"
+
+    @property
+    def recent_summary(self) -> Path:
+        return self.dir / "recent-summary.md"
+
+    @property
+    def state(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / ".lock"
+
+    def log_stem(self, module: str | None) -> str:
+        """``decisions`` for the global log, ``decisions-<module>`` for a module."""
+        return "decisions" if module is None else f"decisions-{module}"
+
+    def decisions(self, module: str | None) -> Path:
+        """The live decision log of ``module`` (None: the global log)."""
+        return self.dir / f"{self.log_stem(module)}.log"
+
+    def epoch(self, module: str | None, number: int) -> Path:
+        """Archived epoch ``number`` (1-based) of ``module``'s log."""
+        return self.dir / f"{self.log_stem(module)}-epoch-{number}.log"
+
+    def facts(self, module: str | None) -> Path:
+        return self.facts_dir / f"{module or GLOBAL}.md"
+
+    def snapshot(self, seq: int) -> Path:
+        return self.snapshots / f"{snapshot_id(seq)}.json"
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the project root, for messages."""
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+
+def snapshot_id(seq: int) -> str:
+    """``snapshot-014`` style id; ids above 999 simply grow a digit."""
+    return f"snapshot-{seq:03d}"
+
+
+def parse_snapshot_id(text: str) -> int:
+    """Sequence number of ``snapshot-014`` / ``014`` / ``14``."""
+    m = re.fullmatch(r"(?:snapshot-)?0*(\d+)(?:\.json)?", text.strip())
+    if not m:
+        raise StoreError(f"{text!r} is not a snapshot id (expected e.g. snapshot-014)")
+    return int(m.group(1))
+
+
+def require_store(paths: AgentPaths) -> None:
+    """Raise a clear error when ``.agent/`` has not been scaffolded."""
+    if not paths.dir.is_dir():
+        raise StoreError(f"{paths.dir} does not exist: run `agentd init` in the project root first")
+
+
+@contextlib.contextmanager
+def store_lock(paths: AgentPaths) -> Iterator[None]:
+    """Exclusive lock over the whole store (blocking ``flock`` on ``.agent/.lock``)."""
+    paths.dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (temp + fsync + rename + dir fsync)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomically write ``data`` as stable, sorted, indented JSON."""
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def append_line(path: Path, line: str) -> int:
+    """Append one whole line (caller holds :func:`store_lock`); return its byte offset.
+
+    A newline inside ``line`` is a bug in the caller: lines are the unit of
+    the log format.  A missing final newline (torn last line) is repaired by
+    starting on a fresh line, so the fragment stays a separate malformed line.
+    """
+    if "\n" in line or "\r" in line:
+        raise ValueError("a memory line must not contain a newline")
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0 and _last_byte(path, size) != b"\n":
+            data = b"\n" + data
+            size += 1
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return size
+
+
+def _last_byte(path: Path, size: int) -> bytes:
+    with path.open("rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1)
+
+
+def write_if_missing(path: Path, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; return True if created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+def read_text(path: Path) -> str:
+    """File text, or ``""`` when the file does not exist."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+# state.json ------------------------------------------------------------------------
+
+def read_state(paths: AgentPaths) -> dict[str, Any]:
+    """Machine state of the store; missing or unreadable gives the empty state."""
+    try:
+        data = json.loads(paths.state.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data.setdefault("version", 1)
+    data.setdefault("snapshot_seq", 0)
+    data.setdefault("fact_seq", 0)
+    data.setdefault("logs", {})  # log stem -> {"epoch": archived count, "count": live lines}
+    data.setdefault("last_snapshot", None)
+    data.setdefault("last_snapshot_by_module", {})
+    return data
+
+
+def write_state(paths: AgentPaths, state: dict[str, Any]) -> None:
+    write_json(paths.state, state)

@@ -1,0 +1,378 @@
+"""The wakeup briefing: what a restarted agent reads first, within a token budget.
+
+Sections, in the order they are printed:
+
+1. current task and the state at interruption
+2. hard constraints (never trimmed)
+3. the latest decisions of the module and the global log, merged by time
+4. the snapshot of the latest decision
+5. the module's file tree (scope globs, first 30 files)
+6. recent engram lines, confirmed and hypotheses apart
+7. the module's valid facts (stale flagged, invalid left out) and global facts
+8. the recent summary
+9. backtrack: older decisions whose files or words match the current task
+10. warnings
+
+Budget: tokens are estimated with :func:`supervisor.tokens.estimate_tokens`
+(4 ASCII characters or 1 other character per token).  While the briefing is
+over budget, one item is removed from the least important section that still
+has items, in :data:`TRIM_ORDER`; the constraints are never trimmed.  Every
+trimmed section says how much went and the exact command that gets it back.
+
+Determinism: the text depends only on the files (no clock, no randomness,
+sorted listings), so the same inputs give byte-identical output.  Decision
+logs are read from their tails, so the cost stays flat as the logs grow.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .memory import decisions, engram, facts, snapshots
+from .memory.decisions import Entry
+from .memory.gitfiles import list_files, matches
+from .memory.store import AgentPaths, read_state, read_text, validate_module
+from .memory.task import read_task
+from .tokens import estimate_tokens
+
+DEFAULT_BUDGET = 2500
+DEFAULT_DECISIONS = 5
+TREE_FILES = 30
+ENGRAM_LINES = 12
+BACKTRACK_WINDOW = 500
+BACKTRACK_MAX = 5
+COMMAND_TIMEOUT = 30.0
+# least important first; "constraints" is never trimmed
+TRIM_ORDER = (
+    "backtrack",
+    "summary",
+    "tree",
+    "hypotheses",
+    "snapshot",
+    "facts",
+    "confirmed",
+    "decisions",
+    "warnings",
+    "task",
+)
+_STOPWORDS = frozenset(
+    "the and for with that this from into when then than what which while will would should could have has "
+    "been were are was not but all any each more most some such only also just over under after before about "
+    "task state interruption current describe here make sure use using used file files module code work".split()
+)
+
+
+@dataclass
+class Section:
+    """A titled list of items; items are ordered most important first."""
+
+    key: str
+    title: str
+    items: list[str]
+    restore: str = ""  # the command that gets trimmed items back
+    empty_text: str = "(none)"
+    trimmed: int = 0
+
+    def render(self) -> str:
+        body = list(self.items)
+        if self.trimmed:
+            body.append(f"[trimmed {self.trimmed} item(s) to fit the budget; get them with: {self.restore}]")
+        if not body:
+            body = [self.empty_text]
+        return f"## {self.title}\n" + "\n".join(body)
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """A rendered briefing and what it left out."""
+
+    text: str
+    tokens: int
+    budget: int
+    trimmed: tuple[str, ...] = ()  # "decisions: 3 item(s) — agentd recall ..."
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _q(args: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def _module_args(module: str | None) -> list[str]:
+    return ["--module", module, "--module", "global"] if module else ["--module", "global"]
+
+
+# Sections --------------------------------------------------------------------------
+
+def _task_section(paths: AgentPaths, warnings: list[str], full_cmd: str) -> tuple[Section, str]:
+    task = read_task(paths)
+    if not paths.current_task.exists():
+        warnings.append(f"{paths.rel(paths.current_task)} is missing: run `agentd init` and describe the task")
+    elif task.empty:
+        warnings.append(f"the task in {paths.rel(paths.current_task)} is empty: describe the current task")
+    items = [f"State at interruption: {task.state or '(not set)'}"]
+    items += [ln for ln in task.body.splitlines() if ln.strip()]
+    return Section("task", "Current task", items, restore=full_cmd), task.body
+
+
+def _constraints_section(paths: AgentPaths, warnings: list[str]) -> Section:
+    text = read_text(paths.constraints)
+    if not paths.constraints.exists():
+        warnings.append(f"{paths.rel(paths.constraints)} is missing: hard constraints cannot be shown")
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("# ")]
+    if paths.constraints.exists() and not lines:
+        warnings.append(f"no hard constraints in {paths.rel(paths.constraints)}: add one per line")
+    return Section("constraints", "Hard constraints (never trimmed)", lines)
+
+
+def _entry_line(e: Entry) -> str:
+    d = e.decision
+    tags = "".join(f"[{t}] " for t in d.tags)
+    text = f"- [{d.time}] ({e.module or 'global'}) {tags}{d.decision}"
+    if d.why:
+        text += f" — why: {d.why}"
+    if d.files:
+        text += f" — files: {', '.join(d.files)}"
+    if d.snapshot:
+        text += f" — {d.snapshot}"
+    return text
+
+
+def _bad_warnings(paths: AgentPaths, bad: list[decisions.BadLine]) -> list[str]:
+    seen = dict.fromkeys(f"skipped a malformed decision line: {b.describe(paths)}" for b in bad)
+    return list(seen)
+
+
+def _decisions_section(
+    paths: AgentPaths, module: str | None, count: int, warnings: list[str]
+) -> tuple[Section, list[Entry]]:
+    latest, bad = decisions.latest_merged(paths, module, count)
+    warnings.extend(_bad_warnings(paths, bad))
+    items = [_entry_line(e) for e in reversed(latest)]
+    restore = _q(["agentd", "recall", "--kind", "decision", *_module_args(module)])
+    return Section("decisions", f"Latest decisions ({module or 'global'} + global, newest first)", items, restore), latest
+
+
+def _snapshot_section(paths: AgentPaths, latest: list[Entry]) -> Section:
+    section = Section("snapshot", "Snapshot of the latest decision", [], empty_text="(no snapshot recorded)")
+    if not latest or not latest[-1].decision.snapshot:
+        return section
+    ident = latest[-1].decision.snapshot
+    section.restore = _q(["agentd", "snapshot", "show", ident])
+    try:
+        data = snapshots.load_id(paths, ident)
+    except Exception:  # noqa: BLE001 - a missing snapshot is reported, not fatal
+        section.items = [f"{ident}: file missing from {paths.rel(paths.snapshots)}"]
+        return section
+    items = [f"{data['id']} at {data.get('time')}: {data.get('decision', '')}"]
+    if data.get("task_head"):
+        items.append(f"task then: {data['task_head']}")
+    if data.get("state_at_interruption"):
+        items.append(f"state then: {data['state_at_interruption']}")
+    changed = data.get("changed") or {}
+    for kind in ("modified", "added", "removed"):
+        names = changed.get(kind) or []
+        if names:
+            shown = ", ".join(names[:15]) + (f" (+{len(names) - 15} more)" if len(names) > 15 else "")
+            items.append(f"{kind} since {data.get('previous') or 'the first snapshot'}: {shown}")
+    if data.get("note"):
+        items.append(f"note: {data['note']}")
+    section.items = items
+    return section
+
+
+def _tree_section(paths: AgentPaths, scope: Sequence[str], full_cmd: str) -> Section:
+    try:
+        files = list_files(paths.root, scope)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        return Section("tree", "Module files", [f"(could not list files: {exc})"])
+    where = ", ".join(scope) if scope else "whole project"
+    items = files[:TREE_FILES]
+    if len(files) > TREE_FILES:
+        items.append(f"... {len(files) - TREE_FILES} more files in scope")
+    return Section("tree", f"Module files ({where}; first {TREE_FILES})", items, restore=full_cmd)
+
+
+def _engram_sections(paths: AgentPaths) -> list[Section]:
+    notes = list(reversed(engram.recent(paths, ENGRAM_LINES)))
+    confirmed = [f"- [{n.time}] {n.text}" for n in notes if n.kind == "confirmed"]
+    other = [f"- [{n.time}] [{n.kind}] {n.text}" for n in notes if n.kind != "confirmed"]
+    return [
+        Section("confirmed", "Engram: confirmed (newest first)", confirmed,
+                restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "confirmed"])),
+        Section("hypotheses", "Engram: hypotheses, not yet confirmed (newest first)", other,
+                restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "hypothesis"])),
+    ]
+
+
+def _facts_section(paths: AgentPaths, module: str | None, warnings: list[str]) -> Section:
+    items = []
+    for mod in ([module] if module else []) + [None]:
+        for fact in facts.load(paths, mod):
+            if fact.status == "invalid":
+                continue
+            status = facts.current_status(paths.root, fact)
+            flag = ""
+            if status == "stale":
+                flag = "[STALE: source changed] "
+                warnings.append(f"fact {fact.id} is stale: {fact.source} changed (run `agentd fact check`)")
+            items.append(f"- {fact.id} {flag}{fact.text} (source: {fact.source or 'engram'})")
+    restore = _q(["agentd", "recall", "--kind", "fact", *_module_args(module)])
+    return Section("facts", f"Facts ({module or 'global'}{' + global' if module else ''})", items, restore)
+
+
+def _summary_section(paths: AgentPaths, full_cmd: str) -> Section:
+    lines = [ln for ln in read_text(paths.recent_summary).splitlines() if not re.fullmatch(r"#\s*Recent summary\s*", ln.strip(), re.I)]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return Section("summary", "Recent summary", lines, restore=full_cmd)
+
+
+def task_terms(task_text: str) -> tuple[list[str], list[str]]:
+    """Path-like tokens and keywords named by the task (deterministic, sorted)."""
+    tokens = re.findall(r"[\w./*-]+", task_text)
+    path_like = sorted({t.strip(".") for t in tokens if "/" in t or re.search(r"\w\.\w{1,5}$", t)})
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_]{3,}", task_text)} - _STOPWORDS)
+    words += sorted(set(re.findall(r"[\u4e00-\u9fff]{2,}", task_text)))
+    return path_like, words
+
+
+def _backtrack_section(paths: AgentPaths, module: str | None, task_text: str, shown: list[Entry]) -> Section:
+    path_like, words = task_terms(task_text)
+    restore = _q(["agentd", "recall", "--kind", "decision", *words[:4]]) if words else "agentd recall --kind decision"
+    section = Section("backtrack", "Backtrack: older decisions that match the task", [], restore=restore)
+    if not path_like and not words:
+        return section
+    seen = {(e.path, e.offset) for e in shown}
+    pool, _ = decisions.latest(paths, None, BACKTRACK_WINDOW)
+    if module is not None:
+        pool += decisions.latest(paths, module, BACKTRACK_WINDOW)[0]
+    scored = []
+    for e in pool:
+        if (e.path, e.offset) in seen:
+            continue
+        d = e.decision
+        hay = f"{d.decision} {d.why} {d.alternatives}".lower()
+        path_hits = sum(1 for p in path_like if any(matches(f, [p]) or matches(p, [f]) for f in d.files))
+        word_hits = sum(1 for w in words if w.lower() in hay)
+        if path_hits or word_hits >= 2:
+            scored.append((path_hits * 3 + word_hits, e.sort_key(), e))
+    scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
+    section.items = [_entry_line(e) for _, _, e in scored[:BACKTRACK_MAX]]
+    return section
+
+
+# Assembly --------------------------------------------------------------------------
+
+def _render(header: str, sections: list[Section]) -> str:
+    return header + "\n\n" + "\n\n".join(s.render() for s in sections) + "\n"
+
+
+def build_wakeup(
+    root: Path,
+    module: str | None = None,
+    scope_paths: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
+    *,
+    decision_count: int = DEFAULT_DECISIONS,
+) -> Wakeup:
+    """Build the briefing for ``module`` (None: global) within ``budget`` tokens."""
+    paths = AgentPaths(Path(root))
+    module = validate_module(module)
+    if budget <= 0:
+        raise ValueError(f"budget {budget}: must be a positive number of tokens")
+    warnings: list[str] = []
+    if not paths.dir.is_dir():
+        warnings.append(f"{paths.rel(paths.dir)} does not exist: run `agentd init`")
+    scope = [p for p in scope_paths if p.strip()]
+    full_args = ["agentd", "wakeup", *(["--module", module] if module else [])]
+    full_args += [a for p in scope for a in ("--scope", p)]
+
+    task_sec, task_text = _task_section(paths, warnings, "")
+    constraints = _constraints_section(paths, warnings)
+    dec_sec, latest = _decisions_section(paths, module, decision_count, warnings)
+    snap_sec = _snapshot_section(paths, latest)
+    tree_sec = _tree_section(paths, scope, "")
+    engram_secs = _engram_sections(paths)
+    fact_sec = _facts_section(paths, module, warnings)
+    summary_sec = _summary_section(paths, "")
+    back_sec = _backtrack_section(paths, module, task_text, latest)
+    warnings = list(dict.fromkeys(warnings))
+    warn_sec = Section("warnings", "Warnings", list(warnings))
+    sections = [task_sec, constraints, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec, warn_sec]
+
+    header = f"# Wakeup briefing: module {module or 'global'}"
+    untrimmed = estimate_tokens(_render(header, sections))
+    full_cmd = _q([*full_args, "--budget", str(max(untrimmed * 2, budget))])
+    for s in (task_sec, tree_sec, summary_sec, warn_sec):
+        s.restore = full_cmd
+    header += f" (budget {budget} tokens; tokens estimated as 4 ASCII chars or 1 other char each)"
+    text = _trim(header, sections, budget)
+    tokens = estimate_tokens(text)
+    if tokens > budget:
+        warnings.append(f"the briefing needs {tokens} tokens, over the budget of {budget}: the constraints alone are too long")
+        warn_sec.items = list(warnings)
+        text = _render(header, sections)
+        tokens = estimate_tokens(text)
+    trimmed = tuple(f"{s.key}: {s.trimmed} item(s); get them with: {s.restore}" for s in sections if s.trimmed)
+    return Wakeup(text=text, tokens=tokens, budget=budget, trimmed=trimmed, warnings=tuple(warnings))
+
+
+def _trim(header: str, sections: list[Section], budget: int) -> str:
+    """Remove items, least important section first, until the text fits (or nothing is left)."""
+    by_key = {s.key: s for s in sections}
+    order = [by_key[k] for k in TRIM_ORDER if k in by_key]
+    text = _render(header, sections)
+    cost = estimate_tokens(text)
+    for section in order:
+        while cost > budget and section.items:
+            section.items.pop()
+            section.trimmed += 1
+            text = _render(header, sections)
+            cost = estimate_tokens(text)
+        if cost <= budget:
+            break
+    return text
+
+
+# Unit-defined wakeup commands ------------------------------------------------------
+
+def run_wakeup_command(root: Path, argv: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> str:
+    """Run a unit's own wakeup command (argv list, no shell) in the project root; its stdout.
+
+    Raises ``RuntimeError`` with the command, the exit status and stderr when it fails.
+    """
+    if not argv:
+        raise ValueError("the wakeup command is empty")
+    try:
+        proc = subprocess.run(
+            list(argv), cwd=root, capture_output=True, text=True, timeout=timeout, check=False, errors="replace"
+        )
+    except FileNotFoundError:
+        raise RuntimeError(f"wakeup command {_q(argv)}: {argv[0]} not found") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"wakeup command {_q(argv)}: no result within {timeout:g}s") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"wakeup command {_q(argv)} exited with status {proc.returncode}: {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+def unit_memory_scope(units_dir: Path, name: str) -> tuple[str | None, list[str], list[str] | None, int | None]:
+    """(module, scope paths, wakeup command, wakeup budget) of unit ``name`` (lazy import of units)."""
+    from .units import load_unit  # written separately; imported only when a unit is named
+
+    spec = load_unit(Path(units_dir), name)
+    scope = getattr(spec, "scope", None)
+    wake = getattr(spec, "wakeup", None)
+    module = getattr(scope, "module", None) if scope is not None else None
+    paths = list(getattr(scope, "paths", None) or []) if scope is not None else []
+    command = list(getattr(wake, "command", None) or []) or None if wake is not None else None
+    budget = getattr(wake, "budget", None) if wake is not None else None
+    return module, paths, command, budget
