@@ -1,0 +1,308 @@
+"""Tests for supervisor.transcript: redaction, raw and clean views, tail and follow."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from supervisor.tokens import estimate_tokens
+from supervisor.transcript import (
+    MAX_HOLD,
+    CleanTextFilter,
+    Redactor,
+    Transcript,
+    follow_clean,
+    read_clean_tail,
+    redact_text,
+)
+
+SECRETS = {
+    "openai": b"sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    "anthropic": b"sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_xyz",
+    "project": b"sk-proj-ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210",
+    "github_classic": b"ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "github_oauth": b"gho_0123456789abcdefghijABCDEFGHIJ012345",
+    "github_pat": b"github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "aws": b"AKIAIOSFODNN7EXAMPLE",
+}
+ENV = {
+    "MY_SERVICE_API_KEY": "plainvalue-0001-xyz",
+    "DEPLOY_TOKEN": "tok:with.special*chars+",
+    "DB_PASSWORD": "correct horse battery",
+    "APP_SECRET": "s3cr3t-s3cr3t",
+    "API_KEY": "k3y-value-4242",
+    "SHORT_TOKEN": "abc",  # too short to be treated as a secret
+    "HOME": "/home/someone-long-path",  # not a secret name
+}
+ENV_SECRETS = [v.encode() for k, v in ENV.items() if k not in ("SHORT_TOKEN", "HOME")]
+
+
+def files(tmp_path: Path, name: str = "s1") -> tuple[bytes, bytes]:
+    d = tmp_path / "t"
+    return (d / f"{name}.log").read_bytes(), (d / f"{name}.txt").read_bytes()
+
+
+def write_all(tmp_path: Path, chunks: list[bytes], env: dict[str, str] | None = None) -> Transcript:
+    t = Transcript(tmp_path / "t", "s1", env or {})
+    for c in chunks:
+        t.write(c)
+    t.close()
+    return t
+
+
+# ---------------------------------------------------------------- redaction
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_each_pattern_is_redacted(name: str) -> None:
+    secret = SECRETS[name]
+    out = Redactor().redact(b"before " + secret + b" after\r\n")
+    assert out == b"before [REDACTED] after\r\n"
+
+
+def test_bearer_keeps_the_word() -> None:
+    r = Redactor()
+    assert r.redact(b"Authorization: Bearer eyJhbGciOi.J9abc-def_ghi") == b"Authorization: Bearer [REDACTED]"
+    assert r.redact(b"bearer abcdefgh12345") == b"bearer [REDACTED]"
+
+
+def test_lookalikes_are_not_redacted() -> None:
+    r = Redactor()
+    for text in [b"task-management-system-design-doc", b"sk-short", b"the bearer of news", b"AKIA", b"disk-usage"]:
+        assert r.redact(text) == text
+
+
+def test_env_values_redacted_by_name() -> None:
+    r = Redactor(ENV)
+    for value in ENV_SECRETS:
+        assert r.redact(b"x=" + value + b";") == b"x=[REDACTED];"
+    assert r.redact(b"abc /home/someone-long-path") == b"abc /home/someone-long-path"
+
+
+def test_redact_text_helper_and_structlog_processor() -> None:
+    assert redact_text("key sk-abcdefghijklmnopqrstuvwxyz end") == "key [REDACTED] end"
+    assert redact_text("v=plainvalue-0001-xyz é", ENV) == "v=[REDACTED] é"
+    event = {"event": "spawn", "argv": "--token=ghp_0123456789abcdefghijABCDEFGHIJ012345", "pid": 3}
+    out = Redactor().structlog_processor(None, "info", event)
+    assert out == {"event": "spawn", "argv": "--token=[REDACTED]", "pid": 3}
+
+
+ALL_SECRETS = list(SECRETS.values()) + ENV_SECRETS + [b"Bearer abcdefghijklmnop123"]
+
+
+@pytest.mark.parametrize("secret", ALL_SECRETS, ids=lambda s: s[:12].decode())
+def test_secret_split_at_every_offset_never_reaches_files(tmp_path: Path, secret: bytes) -> None:
+    """A secret cut into two write() calls at any offset is still redacted in both files."""
+    stream = b"\x1b[32mrunning\x1b[0m tool: export X=" + secret + b" ; done\r\nfake> "
+    start = stream.index(secret)
+    hidden = secret.removeprefix(b"Bearer ")
+    for cut in range(start, start + len(secret) + 1):
+        d = tmp_path / f"cut{cut}"
+        t = Transcript(d, "s", ENV)
+        t.write(stream[:cut])
+        t.write(stream[cut:])
+        t.close()
+        log, txt = (d / "s.log").read_bytes(), (d / "s.txt").read_bytes()
+        for content in (log, txt):
+            assert b"[REDACTED]" in content
+            # No piece of the secret long enough to be meaningful survives.
+            for i in range(0, len(hidden) - 6):
+                assert hidden[i:i + 7] not in content, (cut, content)
+        assert log == stream.replace(hidden, b"[REDACTED]")
+
+
+def test_three_way_split_and_hold_is_bounded() -> None:
+    r = Redactor()
+    secret = SECRETS["anthropic"]
+    out = r.feed(b"a " + secret[:2]) + r.feed(secret[2:9]) + r.feed(secret[9:] + b" b") + r.flush()
+    assert out == b"a [REDACTED] b"
+    # A long run of key characters is never held beyond MAX_HOLD.
+    r.feed(b"sk-" + b"x" * 5000)
+    assert r.pending <= MAX_HOLD
+
+
+def test_tail_held_only_when_it_could_start_a_secret() -> None:
+    r = Redactor(ENV)
+    assert r.feed(b"plain output line\r\n") == b"plain output line\r\n"
+    assert r.pending == 0
+    assert r.feed(b"hello s") == b"hello "  # "s" may start "sk-"
+    assert r.feed(b"ome more") == b"some more"  # released on the next write
+    assert r.feed(b"value plainval") == b"value "  # prefix of an env secret
+    assert r.flush() == b"plainval"
+
+
+# ---------------------------------------------------------------- raw equality
+
+
+chunk_lists = st.lists(st.binary(max_size=300), max_size=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chunks=chunk_lists)
+def test_raw_log_is_exact_concatenation_without_secrets(tmp_path_factory: pytest.TempPathFactory,
+                                                        chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    if Redactor(ENV).redact(data) != data:  # random bytes practically never hold a secret
+        return
+    tmp = tmp_path_factory.mktemp("prop")
+    t = Transcript(tmp, "p", ENV)
+    for c in chunks:
+        t.write(c)
+    t.flush()
+    assert (tmp / "p.log").read_bytes() == data
+    assert t.raw_bytes == len(data)
+    t.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200), cuts=st.lists(st.integers(min_value=0, max_value=800), max_size=6))
+def test_clean_text_is_independent_of_chunking(text: str, cuts: list[int]) -> None:
+    """Whatever the chunking, the clean view is the same (escape/UTF-8 carry-over)."""
+    data = ("\x1b]0;title\x07\x1b[1;31m" + text + "\x1b[0m\r\n\x1bP1$r0m\x1b\\é€\r").encode("utf-8")
+    whole = CleanTextFilter()
+    expected = whole.feed(data) + whole.finish()
+    f = CleanTextFilter()
+    out, prev = [], 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts) + [len(data)]:
+        out.append(f.feed(data[prev:cut]))
+        prev = cut
+    out.append(f.finish())
+    assert "".join(out) == expected
+
+
+# ---------------------------------------------------------------- clean text
+
+
+def clean_by_byte(data: bytes) -> str:
+    f = CleanTextFilter()
+    return "".join(f.feed(data[i:i + 1]) for i in range(len(data))) + f.finish()
+
+
+def clean_whole(data: bytes) -> str:
+    f = CleanTextFilter()
+    return f.feed(data) + f.finish()
+
+
+@pytest.mark.parametrize("clean", [clean_whole, clean_by_byte], ids=["whole", "bytewise"])
+def test_clean_view_strips_sequences(clean) -> None:  # type: ignore[no-untyped-def]
+    data = (
+        b"\x1b]0;agent: working\x07"  # OSC title, BEL
+        b"\x1b]8;;https://example.com/x\x1b\\link\x1b]8;;\x1b\\"  # OSC 8 hyperlink, ST
+        b"\x1b[1m\x1b[38;5;208mbold orange\x1b[0m plain\r\n"
+        b"\x1b(B\x1b)0\x1b=\x1b>\x1b7saved\x1b8"  # charset designations, keypad, save/restore
+        b"\x1bP1$r0m\x1b\\"  # DCS
+        b"\x1b[?25l\x1b[2K\x1b[1Gspinner\x1b[?25h\r\n"
+        b"bell\x07 back\x08space\x00nul\r\n"
+    )
+    assert clean(data) == "linkbold orange plain\nsavedspinner\nbell backspacenul\n"
+
+
+@pytest.mark.parametrize("clean", [clean_whole, clean_by_byte], ids=["whole", "bytewise"])
+def test_carriage_returns_and_cursor_moves(clean) -> None:  # type: ignore[no-untyped-def]
+    assert clean(b"a\r\nb\r\r\nc\rd\r") == "a\nb\nc\nd\n"
+    assert clean(b"10%\r50%\r100%\r\n") == "10%\n50%\n100%\n"
+    assert clean(b"top\x1b[5;1Hbottom\x1b[2Aup") == "top\nbottom\nup"
+
+
+def test_osc_title_split_across_chunks(tmp_path: Path) -> None:
+    t = write_all(tmp_path, [b"before\x1b]0;my ", b"title is long", b"\x1b", b"\\after\x1b[3", b"1mred\x1b[", b"0m"])
+    log, txt = files(tmp_path)
+    assert txt == b"beforeafterred"
+    assert log == b"before\x1b]0;my title is long\x1b\\after\x1b[31mred\x1b[0m"
+    assert t.clean_chars == len("beforeafterred")
+
+
+def test_incremental_utf8_across_chunks(tmp_path: Path) -> None:
+    text = "héllo wörld — 日本語 🙂\n"
+    data = text.encode()
+    t = Transcript(tmp_path / "t", "s1", {})
+    for i in range(len(data)):
+        t.write(data[i:i + 1])
+    t.write(b"bad \xff byte\n")
+    t.close()
+    log, txt = files(tmp_path)
+    assert log == data + b"bad \xff byte\n"
+    assert txt.decode() == text + "bad \ufffd byte\n"
+    full = text + "bad \ufffd byte\n"
+    assert t.clean_chars == len(full)
+    assert t.estimated_tokens == estimate_tokens(full)
+
+
+# ---------------------------------------------------------------- files and helpers
+
+
+def test_files_permissions_append_and_close_idempotent(tmp_path: Path) -> None:
+    d = tmp_path / "state" / "transcripts" / "unit"
+    t = Transcript(d, "20250101-abc", {})
+    t.write(b"one\r\n")
+    # Visible to a reader before flush/close: no Python-level buffering.
+    assert (d / "20250101-abc.log").read_bytes() == b"one\r\n"
+    assert (d / "20250101-abc.txt").read_bytes() == b"one\n"
+    t.close()
+    t.close()
+    assert t.closed
+    with pytest.raises(ValueError):
+        t.write(b"x")
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(d / "20250101-abc.log").st_mode) == 0o600
+    t2 = Transcript(d, "20250101-abc", {})  # reopening appends
+    t2.write(b"two\n")
+    t2.close()
+    assert (d / "20250101-abc.log").read_bytes() == b"one\r\ntwo\n"
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", ".hidden"])
+def test_bad_session_id_rejected(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ValueError):
+        Transcript(tmp_path, bad, {})
+
+
+def test_tail_and_read_clean_tail(tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "t", "s1", {})
+    for i in range(5000):
+        t.write(f"\x1b[32mline {i}\x1b[0m\r\n".encode())
+    t.write(b"fake> ")
+    t.flush()
+    assert t.tail(20).endswith("line 4999\nfake> ")
+    assert read_clean_tail(t.text_path, 3) == ["line 4998", "line 4999", "fake> "]
+    assert read_clean_tail(t.log_path, 1) == ["fake> "]  # .log maps to the clean view
+    assert len(read_clean_tail(t.text_path, 4000)) == 4000
+    assert read_clean_tail(t.text_path, 0) == []
+    t.write("€".encode())
+    t.flush()
+    assert t.tail(2) == ""  # a cut multi-byte char is dropped, never mis-decoded
+    assert t.tail(3) == "€"
+    t.close()
+
+
+def test_follow_yields_tail_then_growth(tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "t", "s1", {})
+    t.write(b"a\r\nb\r\nc\r\n")
+    stop = threading.Event()
+    gen = follow_clean(t.text_path, lines=2, should_stop=stop.is_set, poll_interval=0.01)
+    assert next(gen) == "b\nc\n"
+    t.write("d é".encode()[:-1])  # half of "é"
+    t.write("é".encode()[1:] + b"\r\nfake> ")
+    t.flush()
+    got = ""
+    while got != "d é\nfake> ":
+        got += next(gen)  # blocks polling until the file grows
+    stop.set()
+    assert list(gen) == []
+    t.close()
+
+
+def test_follow_stops_while_waiting_for_file(tmp_path: Path) -> None:
+    calls = []
+
+    def should_stop() -> bool:
+        calls.append(1)
+        return len(calls) > 2
+
+    assert list(follow_clean(tmp_path / "missing.txt", should_stop=should_stop, poll_interval=0.001)) == []
