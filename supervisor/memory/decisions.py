@@ -78,13 +78,14 @@ class Recorded:
 
 
 def _parse_raw(raw: RawLine, path: Path, module: str | None) -> Entry | BadLine:
+    """Parse one line; a last line without its newline is a torn write even if it parses."""
+    if not raw.complete:
+        reason = "torn line (no newline at the end of the file; a hand-written log must end with a newline)"
+        return BadLine(path, line_number(path, raw.offset), raw.text, reason)
     try:
         d = lineformat.parse(raw.text)
     except LineError as exc:
-        reason = str(exc)
-        if not raw.complete:
-            reason = f"torn line (no newline at end of file); {reason}"
-        return BadLine(path, line_number(path, raw.offset), raw.text, reason)
+        return BadLine(path, line_number(path, raw.offset), raw.text, str(exc))
     return Entry(d, module, path, raw.offset)
 
 

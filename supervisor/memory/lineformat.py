@@ -10,8 +10,9 @@ so any text round-trips.  Hand-written logs with Chinese labels are read too::
 
     [2024-05-01 14:32] 决策：接口层采用适配器模式 | 理由：... | 影响文件：src/adapters/*.ts | 快照：snapshot-014 | 替代方案：...
 
-A line that does not parse raises :class:`LineError`; readers skip it and
-report it with its line number.
+A line needs a timestamp, a decision and a why; anything less (e.g. a line
+torn by a crash) raises :class:`LineError`, and readers skip it and report it
+with its line number.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ def parse(line: str) -> Decision:
             values[key] = value
     if not values.get("decision"):
         raise LineError("has no 'decision:' (决策：) field")
+    if not values.get("why"):
+        raise LineError("has no 'why:' (理由：) field; a decision without its reason is treated as torn")
     files: tuple[str, ...] = ()
     if values.get("files"):
         raw = _split_unescaped(values["files"], ",")

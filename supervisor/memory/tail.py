@@ -47,14 +47,18 @@ def tail_lines(path: Path, count: int) -> list[RawLine]:
             pos -= step
             fh.seek(pos)
             buf = fh.read(step) + buf
-            # +1: the first (possibly partial) line of the buffer is not trusted
-            if buf.count(b"\n") > count + 1:
+            # the first (possibly partial) line of the buffer is not trusted
+            if buf.count(b"\n") > count and _nonblank_after_first(buf) >= count:
                 break
     lines = list(_split(buf, pos, end))
     if pos > 0:
         lines = lines[1:]  # starts mid-line
     lines = [ln for ln in lines if ln.text.strip()]
     return lines[-count:]
+
+
+def _nonblank_after_first(buf: bytes) -> int:
+    return sum(1 for part in buf.split(b"\n")[1:] if part.strip())
 
 
 def _split(buf: bytes, base: int, end: int) -> Iterator[RawLine]:
