@@ -16,7 +16,10 @@ reader sees them at once):
     into ``\\n``, cursor movements to another line turned into ``\\n``, UTF-8
     decoded incrementally with ``errors="replace"``.
 
-Redaction (:class:`Redactor`) happens before either file is written.  A
+Redaction (:class:`Redactor`) happens before either file is written, and
+once more on the clean text (a secret printed with colour codes inside it
+only becomes whole once they are stripped; the raw ``.log`` keeps such a
+split secret as the agent wrote it, interleaved with escape sequences).  A
 secret may be split across two ``write()`` calls, so the redactor holds back a
 bounded tail (at most :data:`MAX_HOLD` bytes) *only* when that tail could be
 the start of a secret; the tail is released by the next ``write()`` or by
@@ -125,9 +128,11 @@ class Redactor:
         self._partial = re.compile(b"|".join([_SK_PARTIAL, _GH_PARTIAL, _AWS_PARTIAL, _BEARER_PARTIAL]))
         # Cheap pre-checks (literal-prefix searches run at ~1 GB/s): if none
         # hits, no pattern can match and the chunk is passed through as is.
-        triggers = [rb"sk-", rb"gh[pousr]_", rb"github_pat_", rb"A[KS]IA", rb"earer", rb"EARER"]
-        triggers += [re.escape(v) for v in values]
-        self._triggers = tuple(re.compile(t).search for t in dict.fromkeys(triggers))
+        builtin = tuple(re.compile(t).search for t in
+                        (rb"sk-", rb"gh[pousr]_", rb"github_pat_", rb"A[KS]IA", rb"earer", rb"EARER"))
+        # A value containing a built-in trigger (an sk-... key) needs no trigger of its own.
+        own = [re.compile(re.escape(v)).search for v in values if not any(b(v) for b in builtin)]
+        self._triggers = builtin + tuple(own)
         self._carry = b""
 
     # -- complete data ---------------------------------------------------
@@ -415,6 +420,10 @@ class Transcript:
         self.log_path = self.directory / f"{session_id}.log"
         self.text_path = self.directory / f"{session_id}.txt"
         self._redactor = Redactor(env)
+        # Second pass over the clean text: a secret the agent printed with escape
+        # sequences inside it (syntax highlighting) only becomes whole once they
+        # are stripped.
+        self._text_redactor = Redactor(env)
         self._clean = CleanTextFilter()
         self._log_fd: int | None = os.open(self.log_path, _OPEN_FLAGS, 0o600)
         try:
@@ -438,6 +447,7 @@ class Transcript:
         """Write out the bytes the redactor was holding back (a quiet PTY's prompt)."""
         if self._log_fd is not None:
             self._emit(self._redactor.flush())
+            self._emit_text(self._text_redactor.flush())
 
     def close(self) -> None:
         """Flush everything, finish the clean view and close both files (idempotent)."""
@@ -445,7 +455,8 @@ class Transcript:
             return
         try:
             self._emit(self._redactor.flush())
-            self._emit_text(self._clean.finish().encode("utf-8"))
+            self._emit_text(self._text_redactor.feed(self._clean.finish().encode("utf-8")))
+            self._emit_text(self._text_redactor.flush())
         finally:
             log_fd, txt_fd = self._log_fd, self._txt_fd
             self._log_fd = self._txt_fd = None
@@ -469,7 +480,7 @@ class Transcript:
         assert self._log_fd is not None
         _write_all(self._log_fd, data)
         self._raw_bytes += len(data)
-        self._emit_text(self._clean.feed_utf8(data))
+        self._emit_text(self._text_redactor.feed(self._clean.feed_utf8(data)))
 
     def _emit_text(self, encoded: bytes) -> None:
         """Append valid UTF-8 ``encoded`` to the ``.txt`` file and count its characters."""

@@ -117,6 +117,14 @@ def test_secret_split_at_every_offset_never_reaches_files(tmp_path: Path, secret
         assert log == stream.replace(hidden, b"[REDACTED]")
 
 
+def test_secret_with_escape_codes_inside_is_redacted_in_clean_view(tmp_path: Path) -> None:
+    key = SECRETS["project"]
+    highlighted = b"\x1b[36msk\x1b[0m-\x1b[33m" + key[3:] + b"\x1b[0m\r\n"
+    write_all(tmp_path, [highlighted[:9], highlighted[9:]])
+    _, txt = files(tmp_path)
+    assert txt == b"[REDACTED]\n"
+
+
 def test_three_way_split_and_hold_is_bounded() -> None:
     r = Redactor()
     secret = SECRETS["anthropic"]
