@@ -286,6 +286,22 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
             pass
 
 
+@cli.command()
+@pass_app
+def check(app: AppContext) -> None:
+    """Validate every unit file without starting anything (exit 1 on errors)."""
+    from .units import load_units
+
+    settings = app.settings
+    specs, errors = load_units(settings.units_path, settings.project_root)
+    for name, spec in specs.items():
+        click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")
+    for err in errors:
+        click.echo(f"error  {err}")
+    if errors:
+        sys.exit(1)
+
+
 def _register() -> None:
     from . import cli_memory
 

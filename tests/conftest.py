@@ -76,31 +76,27 @@ def alive(pid: int, create_time: float | None = None) -> bool:
 class Project:
     root: Path
     extra_pids: list[int] = field(default_factory=list)
+    state_override: Path | None = None
 
     def __post_init__(self) -> None:
         (self.root / "units").mkdir(parents=True, exist_ok=True)
 
     @property
     def state(self) -> Path:
-        return self.root / ".agentd"
+        return self.state_override or self.root / ".agentd"
 
     def unit(self, name: str, text: str) -> Path:
         path = self.root / "units" / f"{name}.toml"
         path.write_text(textwrap.dedent(text))
         return path
 
-    def fake_unit(self, name: str, *flags: str, restart: str = "", extra: str = "") -> Path:
+    def fake_unit(self, name: str, *flags: str, restart: str = "", extra: str = "", stop_timeout: float = 3) -> Path:
+        """A unit running the fake agent; ``restart`` lines go into [restart], ``extra`` after it."""
         argv = json.dumps(["python", "-m", "supervisor.fakeagent", *flags])
+        restart_lines = "\n".join(line.strip() for line in restart.strip().splitlines())
         return self.unit(
             name,
-            f"""
-            [agent]
-            command = {argv}
-            [restart]
-            stop_timeout = 3
-            {textwrap.dedent(restart)}
-            {textwrap.dedent(extra)}
-            """,
+            f"[agent]\ncommand = {argv}\n[restart]\nstop_timeout = {stop_timeout}\n{restart_lines}\n{textwrap.dedent(extra)}\n",
         )
 
     def agentd(self, *args: str, check: bool = True, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
