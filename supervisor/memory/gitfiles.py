@@ -95,7 +95,13 @@ def _git(root: Path, args: list[str], stdin: bytes | None = None) -> bytes:
 
 
 def in_git(root: Path) -> bool:
-    """True when ``root`` is inside a git work tree."""
+    """True when ``root`` is inside a git work tree.
+
+    A ``.git`` entry in ``root`` or a parent is looked for first, so that the
+    common "not a repository" case costs no process.
+    """
+    if not any((p / ".git").exists() for p in (Path(root).resolve(), *Path(root).resolve().parents)):
+        return False
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, timeout=GIT_TIMEOUT
@@ -109,11 +115,15 @@ def _pathspecs(patterns: Sequence[str]) -> list[str]:
     specs = [f":(glob){p.strip().rstrip('/')}" for p in patterns if p.strip()]
     # a glob pathspec without wildcards matches the path itself only; add the directory form
     specs += [f":(glob){p.strip().rstrip('/')}/**" for p in patterns if p.strip() and "**" not in p]
-    return ["--", *(specs or ["."]), f":(exclude){AGENT_DIR}"]
+    # (no ":(exclude).agent" here: git 2.39 matches nothing when it is combined with
+    # ":(glob)" in ls-files; .agent/ is filtered out by _split_z instead)
+    return ["--", *(specs or ["."])]
 
 
 def _split_z(data: bytes) -> list[str]:
-    return [p for p in data.decode("utf-8", errors="surrogateescape").split("\0") if p]
+    """NUL-separated git output, without anything under .agent/."""
+    out = data.decode("utf-8", errors="surrogateescape").split("\0")
+    return [p for p in out if p and not p.startswith(AGENT_DIR + "/") and f"\t{AGENT_DIR}/" not in p]
 
 
 def list_files(root: Path, patterns: Sequence[str], *, limit: int | None = None) -> list[str]:

@@ -69,3 +69,11 @@ def test_retention_thins_all_but_newest_20(plain: Path):
     assert thin["decision"] == "d2" and thin["files"] and "task_head" not in thin and "changed" not in thin
     state = json.loads(paths.state.read_text())
     assert state["snapshot_seq"] == 25 and state["last_snapshot"] == "snapshot-025"
+
+
+def test_whole_project_scope_excludes_the_store(repo: Path):
+    git(repo, "add", ".agent")
+    git(repo, "commit", "-q", "-m", "store")
+    rec = record_decision(repo, "global", WHY, now=T0)
+    files = snapshots.load_id(AgentPaths(repo), rec.snapshot)["files"]
+    assert set(files) == {"src/core/a.py", "src/core/b.py", "src/ui.ts"}
