@@ -265,7 +265,7 @@ def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
 @pass_app
 def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
     """Show UNIT's transcript (clean text of the newest session)."""
-    from .transcript import follow as follow_file, read_clean_tail
+    from .transcript import follow_clean, read_clean_tail
     from .units import valid_name
 
     if not valid_name(unit):
@@ -276,14 +276,15 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
     if not files:
         raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
     path = files[-1]
-    for line in read_clean_tail(path, lines):
-        click.echo(line)
-    if follow:
-        try:
-            for chunk in follow_file(path, should_stop=lambda: False):
-                click.echo(chunk, nl=False)
-        except KeyboardInterrupt:
-            pass
+    if not follow:
+        for line in read_clean_tail(path, lines):
+            click.echo(line)
+        return
+    try:
+        for chunk in follow_clean(path, should_stop=lambda: False, lines=lines):
+            click.echo(chunk, nl=False)
+    except KeyboardInterrupt:
+        pass
 
 
 @cli.command()

@@ -32,6 +32,7 @@ from .lifecycle import ExitInfo
 from .transcript import Transcript
 
 READ_SIZE = 65536
+QUIET_FLUSH = 0.1  # seconds of PTY silence after which held-back bytes are written
 
 
 class SpawnError(Exception):
@@ -134,6 +135,7 @@ class Session:
         self._outbuf = bytearray()
         self._writer_registered = False
         self._listeners: list[Callable[[bytes], None]] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
 
     # -- start ------------------------------------------------------------------
     def spawn(self) -> None:
@@ -206,6 +208,18 @@ class Session:
             self.transcript.write(data)
             for listener in list(self._listeners):
                 listener(data)
+            if self._flush_timer is None and self._loop is not None:
+                # The redactor may hold back a tail that could start a secret;
+                # once the PTY has been quiet for a moment, write it out.
+                self._flush_timer = self._loop.call_later(QUIET_FLUSH, self._quiet_flush)
+
+    def _quiet_flush(self) -> None:
+        self._flush_timer = None
+        if not self.transcript.closed:
+            if time.monotonic() - self.last_output_at >= QUIET_FLUSH:
+                self.transcript.flush()
+            elif self._loop is not None:
+                self._flush_timer = self._loop.call_later(QUIET_FLUSH, self._quiet_flush)
 
     def _on_eof(self) -> None:
         if self.eof:
@@ -330,6 +344,9 @@ class Session:
 
     def close(self) -> None:
         """Drain, stop reading, close the master and the transcript (idempotent)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
         if self._fd >= 0:
             self.drain()
             if self._loop is not None:

@@ -59,6 +59,24 @@ class AgentSection(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     rows: int = Field(default=40, ge=2, le=1000)
     cols: int = Field(default=120, ge=10, le=1000)
+    # How the adapter talks to the agent (the generic adapter reads all of these;
+    # the codex and claude adapters have their own defaults).
+    prompt: str | None = Field(default=None, description="regex for the idle prompt on the screen's cursor line")
+    quiet: float = Field(default=0.0, ge=0, description="seconds of silence that also end a turn (0: never)")
+    submit_pause: float = Field(default=0.0, ge=0, le=10, description="pause between text and Enter")
+    paste: Literal["bracketed", "lines"] = "bracketed"
+    quit_command: str | None = None
+    wakeup_via: Literal["first-message", "file", "none"] = "first-message"
+
+    @field_validator("prompt")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
 
     @field_validator("command", mode="before")
     @classmethod
