@@ -33,6 +33,8 @@ _PEERCRED = struct.Struct("3i")
 log = structlog.get_logger("agentd.control")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+#: A streaming handler owns the connection after the request: (args, reader, writer).
+StreamHandler = Callable[[dict[str, Any], asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 class ControlError(Exception):
@@ -45,9 +47,17 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Command:
-    handler: Handler
+    """One entry of the command table.
+
+    A plain command answers with one reply.  A ``stream`` command (``attach``)
+    is handed the connection after the peer check and the argument check, and
+    speaks its own framing until it returns.
+    """
+
+    handler: Handler | StreamHandler
     args: frozenset[str] = frozenset()
     help: str = ""
+    stream: bool = False
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -139,6 +149,14 @@ class ControlServer:
                     return
                 if message is None:
                     return
+                command = self.commands.get(message.get("cmd")) if isinstance(message.get("cmd"), str) else None
+                if command is not None and command.stream:
+                    error = self._check_args(str(message["cmd"]), command, message.get("args") or {})
+                    if error is not None:
+                        await self._reply(writer, error)
+                        return
+                    await command.handler(message.get("args") or {}, reader, writer)  # type: ignore[call-arg]
+                    return
                 await self._reply(writer, await self.dispatch(message))
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -154,19 +172,28 @@ class ControlServer:
         if not isinstance(name, str) or name not in self.commands:
             known = ", ".join(sorted(self.commands))
             return {"ok": False, "error": f"unknown command {name!r}; known commands: {known}"}
-        if not isinstance(args, dict):
-            return {"ok": False, "error": "args must be a JSON object"}
         command = self.commands[name]
-        unknown = set(args) - command.args
-        if unknown:
-            return {"ok": False, "error": f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(command.args)}"}
+        error = self._check_args(name, command, args)
+        if error is not None:
+            return error
+        if command.stream:
+            return {"ok": False, "error": f"{name} needs a connection of its own"}
         try:
-            return {"ok": True, "result": await command.handler(args)}
+            return {"ok": True, "result": await command.handler(args)}  # type: ignore[call-arg]
         except ControlError as exc:
             return {"ok": False, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad command must not take the daemon down
             log.exception("control_command_failed", cmd=name)
             return {"ok": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+
+    @staticmethod
+    def _check_args(name: str, command: Command, args: Any) -> dict[str, Any] | None:
+        if not isinstance(args, dict):
+            return {"ok": False, "error": "args must be a JSON object"}
+        unknown = set(args) - command.args
+        if unknown:
+            return {"ok": False, "error": f"{name}: unknown argument(s) {sorted(unknown)}; allowed: {sorted(command.args)}"}
+        return None
 
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
