@@ -3,9 +3,56 @@
 It behaves like an interactive coding agent in a terminal so that agentd's
 tests and the demo unit can exercise real PTYs, real processes and real
 signals without an API key: it prints a banner, then a prompt (no newline
-after it), reads one command per line, "works" (prints output), and prints the
-prompt again.  All output goes straight to fd 1 with ``os.write`` (unbuffered).
-Standard library only; starts fast.
+after it), reads one message at a time, "works" (prints output), and prints
+the prompt again.  All output goes straight to fd 1 with ``os.write``
+(unbuffered).  Standard library only; starts fast.
+
+Input, like a real TUI
+----------------------
+When stdin is a terminal it is switched to a raw-ish mode at start (ICANON,
+ECHO, ISIG, IEXTEN off; ICRNL, INLCR, IGNCR, IXON off; output processing
+such as ONLCR left alone, so ``\n`` still prints as ``\r\n``) and restored
+on every exit the program controls (``exit``, ``crash``, Ctrl-D, EOF,
+``--crash-after``, SIGTERM/SIGHUP with the default disposition).  The fake
+agent does its own line editing (:class:`LineEditor`):
+
+* printable characters are echoed if the terminal had ECHO on at start (so
+  under pexpect with ``echo=False`` nothing is echoed, as before);
+* Backspace (DEL or ^H) deletes a character, Ctrl-U the whole line;
+* Enter (``\r`` or ``\n``; ``\r\n`` counts once) submits the message;
+* a bracketed paste ``ESC[200~ ... ESC[201~`` is taken verbatim, newlines
+  included, and the following Enter submits it as ONE message (no 4 KiB
+  canonical line limit: a 12 KiB paste arrives whole);
+* other escape sequences (arrow keys) are ignored;
+* Ctrl-C discards the line (``^C``, new prompt); while busy (``sleep``, a
+  slow checkpoint) it interrupts the work and goes back to the prompt;
+* Ctrl-D on an empty line exits with status 0, like real agents.
+
+Empty messages just re-prompt and are not logged.
+
+Messages
+--------
+A one-line message whose first word is a command below runs it.  A message
+whose first line starts with ``CHECKPOINT`` (the daemon's checkpoint prompt)
+runs the ``--on-checkpoint`` behaviour.  Anything else is a *task*: the agent
+prints ``working on: <first line, truncated>`` and ``--task-lines``
+deterministic work lines (so the transcript grows), then the prompt.
+
+``--on-checkpoint`` modes:
+
+``confirm`` (default)  like an agent using its shell: runs
+                       ``agentd [--root $AGENTD_ROOT] note TEXT --confirmed``
+                       and ``agentd ... decide TEXT --why "because ..., so
+                       ..." --tag task`` (argv lists, ``agentd`` from PATH,
+                       else ``python -m supervisor``), rewrites the
+                       ``State at interruption:`` line of
+                       ``.agent/current-task.md`` (under $AGENTD_ROOT or the
+                       cwd; created if missing), prints ``checkpoint
+                       written``.  Every text names ``$AGENTD_SESSION``
+                       (:func:`checkpoint_texts`).
+``ignore``             prints ``I have nothing to add.``, writes nothing.
+``slow:S``             busy for S seconds (Ctrl-C interrupts it: nothing
+                       written), then ``confirm``.
 
 Run: ``python -m supervisor.fakeagent [flags]``
 
@@ -29,7 +76,7 @@ Commands (typed at the prompt, one per line)
                        it escapes the process group), print ``grandchild PID``
 ``pid``                print this process's pid
 ``help``               list the commands
-Unknown commands print ``unknown command: ...``; empty lines just re-prompt.
+Anything else is a task (see above); empty lines just re-prompt.
 
 Flags
 -----
@@ -57,6 +104,15 @@ Flags
                                 exit are not lost)
 ``--script FILE``               run the commands in FILE (one per line, ``#``
                                 comments) at start, as if typed
+``--input-log PATH``            append every submitted message, exactly as
+                                received and before it is interpreted, as a
+                                JSON line ``{"n": N, "text": "..."}`` (N from 1)
+``--on-checkpoint MODE``        ``confirm`` (default), ``ignore``, ``slow:S``
+``--task-lines N``              work lines printed per task (default 4)
+
+``--work-interval`` output never corrupts the line being typed: at the prompt
+the line is erased, the work printed, and the prompt plus the typed text
+redrawn.
 
 Start-up order: banner, ``--print-env``, grandchildren, ``--flood``,
 ``--script``, ``--exit-after-output``, then the prompt loop.  Grandchildren
@@ -66,20 +122,27 @@ get /dev/null for stdin/stdout/stderr, so they never hold the terminal open.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 DEFAULT_PROMPT = "fake> "
 DEFAULT_BANNER = "fakeagent 1.0 (a scripted test double for agentd) - type 'help'"
 _FLOOD_LINE_BODY = b" the quick brown fox jumps over the lazy dog 0123456789\n"
 _GRANDCHILD_CODE = "import time\nwhile True:\n    time.sleep(3600)\n"
 
-_out_lock = threading.Lock()
+# Re-entrant: the line editor holds it while it updates the line and echoes.
+_out_lock = threading.RLock()
 
 
 def out(text: str | bytes) -> None:
@@ -151,21 +214,357 @@ def spawn_grandchild(new_session: bool) -> int:
     return proc.pid
 
 
+# ---------------------------------------------------------------- terminal and line editing
+
+PASTE_START = b"\x1b[200~"
+PASTE_END = b"\x1b[201~"
+STATE_PREFIX = "State at interruption:"
+
+
+class RawTerminal:
+    """Puts a tty stdin into a raw-ish input mode and restores it (idempotent)."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self.saved: list | None = None  # type: ignore[type-arg]
+        #: Whether the terminal echoed input before we took over (we echo then).
+        self.echo = False
+
+    def enter(self) -> None:
+        if not os.isatty(self.fd):
+            return
+        try:
+            saved = termios.tcgetattr(self.fd)
+        except termios.error:
+            return
+        self.saved = saved
+        self.echo = bool(saved[3] & termios.ECHO)
+        mode = [list(x) if isinstance(x, list) else x for x in saved]
+        mode[0] &= ~(termios.ICRNL | termios.INLCR | termios.IGNCR | termios.IXON)
+        mode[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG | termios.IEXTEN)
+        mode[6][termios.VMIN] = 1
+        mode[6][termios.VTIME] = 0
+        termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+
+    def restore(self) -> None:
+        saved, self.saved = self.saved, None
+        if saved is not None:
+            try:
+                termios.tcsetattr(self.fd, termios.TCSANOW, saved)
+            except termios.error:  # the terminal is gone
+                pass
+
+
+_terminal = RawTerminal(0)
+
+
+def exit_now(code: int) -> None:
+    """Restore the terminal mode, then exit at once (no cleanup handlers)."""
+    _terminal.restore()
+    os._exit(code)
+
+
+def _die_by_signal(signum: int, frame: object) -> None:
+    """Default-disposition signals: restore the terminal, then die by the same signal."""
+    _terminal.restore()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+class LineEditor:
+    """Reads messages from a raw terminal (or a pipe), doing its own line editing.
+
+    See the module docstring for the keys.  ``read_message`` returns one
+    submitted message, or None for Ctrl-D on an empty line or end of input.
+    """
+
+    def __init__(self, fd: int, prompt: str, echo: bool) -> None:
+        self.fd = fd
+        self.prompt = prompt
+        self.echo = echo
+        self.pending = bytearray()  # read but not yet interpreted
+        self.line = bytearray()  # the message being typed
+        self.eof = False
+        self.at_prompt = False  # the prompt is shown and we wait for input
+        self._pasting = False
+        self._skip_lf = False
+
+    # -- output around the line ------------------------------------------------
+    def show_prompt(self) -> None:
+        with _out_lock:
+            out(self.prompt)
+            self.at_prompt = True
+
+    def print_above(self, text: str) -> None:
+        """Print ``text`` (whole lines) without corrupting the line being typed."""
+        with _out_lock:
+            if not self.at_prompt:
+                out(text)
+                return
+            shown = self.line.decode(errors="replace") if self.echo else ""
+            out("\r\x1b[K" + text + self.prompt + shown)
+
+    def _echo(self, data: bytes | str) -> None:
+        if self.echo:
+            out(data)
+
+    # -- input ----------------------------------------------------------------
+    def _fill(self, timeout: float | None = None) -> bool:
+        """Read what is available (waiting up to ``timeout``); False at end of input or timeout."""
+        if self.eof:
+            return False
+        if timeout is not None:
+            ready, _, _ = select.select([self.fd], [], [], max(timeout, 0))
+            if not ready:
+                return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the terminal hung up
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.pending += data
+        return True
+
+    def read_message(self) -> str | None:
+        """The next submitted message (exact text), or None (Ctrl-D / end of input)."""
+        while True:
+            result = self._interpret()
+            if result is not _MORE:
+                return result  # type: ignore[return-value]
+            if not self._fill():
+                with _out_lock:
+                    self.at_prompt = False
+                    if self.line:
+                        text = self.line.decode(errors="replace")
+                        self.line.clear()
+                        return text
+                return None
+
+    def busy_wait(self, seconds: float) -> bool:
+        """Be busy for ``seconds``; True when Ctrl-C interrupted it (input typed meanwhile is kept)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if 3 in self.pending and not self._pasting:
+                del self.pending[: self.pending.index(3) + 1]
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self.eof:
+                time.sleep(remaining)
+                return False
+            self._fill(timeout=remaining)
+
+    def _interpret(self) -> object:
+        """Apply pending bytes to the line; a submitted message, None, or ``_MORE``."""
+        buf = self.pending
+        i = 0
+        try:
+            while i < len(buf):
+                if self._pasting:
+                    i, done = self._paste(i)
+                    if not done:
+                        return _MORE
+                    continue
+                b = buf[i]
+                if self._skip_lf:
+                    self._skip_lf = False
+                    if b == 0x0A:
+                        i += 1
+                        continue
+                if b == 0x1B:
+                    end = _escape_end(buf, i)
+                    if end is None:
+                        return _MORE
+                    if buf[i:end] == PASTE_START:
+                        self._pasting = True
+                    i = end
+                elif b in (0x0D, 0x0A):
+                    i += 1
+                    self._skip_lf = b == 0x0D
+                    return self._submit()
+                elif b in (0x7F, 0x08):
+                    i += 1
+                    self._backspace()
+                elif b == 0x15:  # Ctrl-U
+                    i += 1
+                    with _out_lock:
+                        self.line.clear()
+                        self._echo("\r\x1b[K" + self.prompt)
+                elif b == 0x03:  # Ctrl-C at the prompt: drop the line
+                    i += 1
+                    with _out_lock:
+                        self.line.clear()
+                        out("^C\n" + self.prompt)
+                elif b == 0x04:  # Ctrl-D: exit on an empty line
+                    i += 1
+                    if not self.line:
+                        with _out_lock:
+                            self.at_prompt = False
+                        return None
+                elif b < 0x20 and b != 0x09:
+                    i += 1  # other control characters are ignored
+                else:
+                    j = i + 1
+                    while j < len(buf) and (buf[j] >= 0x20 or buf[j] == 0x09) and buf[j] != 0x7F:
+                        j += 1
+                    with _out_lock:
+                        self.line += buf[i:j]
+                        self._echo(bytes(buf[i:j]))
+                    i = j
+            return _MORE
+        finally:
+            del buf[:i]
+
+    def _paste(self, i: int) -> tuple[int, bool]:
+        """Take pasted bytes from ``i`` verbatim; (new index, whether the end marker was seen)."""
+        buf = self.pending
+        end = buf.find(PASTE_END, i)
+        if end < 0:
+            # Keep a possible partial end marker for the next read.
+            stop = max(i, len(buf) - (len(PASTE_END) - 1))
+            chunk, new_i, done = bytes(buf[i:stop]), stop, False
+        else:
+            chunk, new_i, done = bytes(buf[i:end]), end + len(PASTE_END), True
+            self._pasting = False
+        with _out_lock:
+            self.line += chunk
+            self._echo(chunk)
+        return new_i, done
+
+    def _backspace(self) -> None:
+        with _out_lock:
+            if not self.line:
+                return
+            # Drop one UTF-8 character (continuation bytes first).
+            while self.line and (self.line[-1] & 0xC0) == 0x80:
+                self.line.pop()
+            if self.line:
+                self.line.pop()
+            self._echo("\b \b")
+
+    def _submit(self) -> str:
+        with _out_lock:
+            text = self.line.decode(errors="replace")
+            self.line.clear()
+            self.at_prompt = False
+            self._echo("\n")
+        return text
+
+
+_MORE = object()  # "need more input" marker of LineEditor._interpret
+
+
+def _escape_end(buf: bytearray, i: int) -> int | None:
+    """End index of the escape sequence at ``buf[i]`` (ESC), or None when incomplete."""
+    if i + 1 >= len(buf):
+        return None
+    kind = buf[i + 1]
+    if kind == 0x5B:  # CSI: parameters, then a final byte 0x40-0x7E
+        j = i + 2
+        while j < len(buf):
+            if 0x40 <= buf[j] <= 0x7E:
+                return j + 1
+            j += 1
+        return None
+    if kind == 0x4F:  # SS3 (application cursor keys)
+        return i + 3 if i + 2 < len(buf) else None
+    return i + 2
+
+
+def agentd_argv() -> list[str]:
+    """How to run the agentd CLI: from PATH (as an agent would), else this Python."""
+    found = shutil.which("agentd")
+    return [found] if found else [sys.executable, "-m", "supervisor"]
+
+
+def checkpoint_texts(session: str, n: int, work_done: int) -> dict[str, str]:
+    """The deterministic note, decision, why and state a ``confirm`` checkpoint writes."""
+    return {
+        "note": f"fakeagent session {session} checkpoint {n}: {work_done} work lines done and saved",
+        "decision": f"fakeagent session {session} checkpoint {n}: keep the current plan",
+        "why": f"because session {session} reached checkpoint {n}, so the plan carries over to the next session",
+        "state": f"fakeagent session {session} stopped at checkpoint {n} after {work_done} work lines; next: continue the plan",
+    }
+
+
+_STATE_LINE = re.compile(r"^\s*(?:[-*]\s*)?(?:\*\*)?State at interruption:.*$", re.I | re.M)
+
+
+def set_state_line(path: Path, state: str) -> None:
+    """Rewrite the ``State at interruption:`` line of ``path`` (append it if missing; atomic)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = "# Current task\n\n(describe the current task here)\n"
+    line = f"{STATE_PREFIX} {state}"
+    if _STATE_LINE.search(text):
+        text = _STATE_LINE.sub(lambda _m: line, text, count=1)
+    else:
+        text = text.rstrip("\n") + f"\n\n{line}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def checkpoint_mode(value: str) -> str:
+    """argparse type for ``--on-checkpoint``: confirm, ignore or slow:S."""
+    if value in ("confirm", "ignore"):
+        return value
+    if value.startswith("slow:"):
+        try:
+            if float(value[5:]) >= 0:
+                return value
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"{value!r}: expected confirm, ignore or slow:SECONDS")
+
+
 class FakeAgent:
     """The command interpreter; one instance per process."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, editor: LineEditor | None = None) -> None:
         self.args = args
         self.work_counter = 0
+        self.messages = 0
+        self.checkpoints = 0
+        self.editor = editor or LineEditor(0, args.prompt, echo=False)
+
+    def handle_message(self, text: str) -> None:
+        """One submitted message: logged exactly, then a checkpoint, a command or a task."""
+        if not text:
+            return
+        self.messages += 1
+        if self.args.input_log:
+            self.log_input(text)
+        first = text.split("\n", 1)[0]
+        if first.startswith("CHECKPOINT"):
+            self.checkpoint()
+        elif "\n" not in text.strip("\r\n"):
+            self.run_command(text.strip("\r\n"))
+        else:
+            self.task(text)
+
+    def log_input(self, text: str) -> None:
+        """Append ``{"n": N, "text": ...}`` to ``--input-log`` in one write."""
+        line = json.dumps({"n": self.messages, "text": text}, ensure_ascii=False) + "\n"
+        fd = os.open(self.args.input_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
     def run_command(self, line: str) -> None:
-        """Execute one command line (without its newline)."""
+        """Execute one command line (without its newline); an unknown one is a task."""
         name, _, rest = line.strip().partition(" ")
         if not name:
             return
         handler = COMMANDS.get(name)
         if handler is None:
-            out(f"unknown command: {name}\n")
+            self.task(line)
             return
         try:
             handler(self, rest)
@@ -194,13 +593,14 @@ class FakeAgent:
         out(os.environ.get(rest.strip(), "") + "\n")
 
     def cmd_crash(self, rest: str) -> None:
-        os._exit(int(rest or "1"))
+        exit_now(int(rest or "1"))
 
     def cmd_exit(self, rest: str) -> None:
-        os._exit(0)
+        exit_now(0)
 
     def cmd_sleep(self, rest: str) -> None:
-        time.sleep(float(rest))
+        if self.editor.busy_wait(float(rest)):
+            out("^C interrupted\n")
 
     def cmd_flood(self, rest: str) -> None:
         flood(int(rest))
@@ -216,6 +616,53 @@ class FakeAgent:
 
     def cmd_help(self, rest: str) -> None:
         out("commands: " + " ".join(sorted(COMMANDS)) + "\n")
+
+    # -- messages that are not commands -------------------------------------
+    def task(self, text: str) -> None:
+        """A task for the "agent": say what it works on, print deterministic work lines."""
+        first = text.strip().split("\n", 1)[0].strip()
+        if len(first) > 60:
+            first = first[:59] + "…"
+        out(f"working on: {first}\n")
+        self.cmd_work(str(self.args.task_lines))
+
+    def checkpoint(self) -> None:
+        """The daemon's checkpoint prompt arrived: react as ``--on-checkpoint`` says."""
+        mode = self.args.on_checkpoint
+        if mode == "ignore":
+            out("I have nothing to add.\n")
+            return
+        if mode.startswith("slow:"):
+            out("thinking about what to save...\n")
+            if self.editor.busy_wait(float(mode[5:])):
+                out("^C interrupted\n")
+                return
+        self.write_checkpoint()
+
+    def write_checkpoint(self) -> None:
+        """Note, decision and state line through the real ``agentd`` CLI, as an agent would."""
+        self.checkpoints += 1
+        session = os.environ.get("AGENTD_SESSION", "no-session")
+        texts = checkpoint_texts(session, self.checkpoints, self.work_counter)
+        root = os.environ.get("AGENTD_ROOT")
+        cli = agentd_argv() + (["--root", root] if root else [])
+        steps = (
+            ("note", [*cli, "note", texts["note"], "--confirmed"]),
+            ("decide", [*cli, "decide", texts["decision"], "--why", texts["why"], "--tag", "task"]),
+        )
+        for name, argv in steps:
+            try:
+                result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                out(f"checkpoint failed: agentd {name}: {exc}\n")
+                return
+            if result.returncode != 0:
+                reason = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+                out(f"checkpoint failed: agentd {name}: {reason}\n")
+                return
+            out(f"$ agentd {name}: ok\n")
+        set_state_line(Path(root or os.getcwd()) / ".agent" / "current-task.md", texts["state"])
+        out("checkpoint written\n")
 
 
 COMMANDS = {
@@ -270,6 +717,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--color", action="store_true")
     p.add_argument("--exit-after-output", metavar="TEXT")
     p.add_argument("--script", metavar="FILE")
+    p.add_argument("--input-log", metavar="PATH")
+    p.add_argument("--on-checkpoint", type=checkpoint_mode, default="confirm", metavar="MODE")
+    p.add_argument("--task-lines", type=int, default=4, metavar="N")
     return p.parse_args(argv)
 
 
@@ -279,18 +729,26 @@ def _background(target, interval: float) -> None:  # type: ignore[no-untyped-def
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.ignore_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if args.ignore_sighup:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    agent = FakeAgent(args)
+    _terminal.enter()
+    try:
+        return run(args)
+    finally:
+        _terminal.restore()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start-up actions, then the prompt loop (the terminal mode is already set)."""
+    for signum, ignored in ((signal.SIGTERM, args.ignore_sigterm), (signal.SIGHUP, args.ignore_sighup)):
+        signal.signal(signum, signal.SIG_IGN if ignored else _die_by_signal)
+    editor = LineEditor(0, args.prompt, echo=_terminal.echo)
+    agent = FakeAgent(args, editor)
 
     if args.crash_after is not None:
         code = 1 if args.exit_code is None else args.exit_code
 
         def crash_later(delay: float) -> None:
             time.sleep(delay)
-            os._exit(code)
+            exit_now(code)
 
         _background(crash_later, args.crash_after)
 
@@ -310,26 +768,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                     agent.run_command(line.rstrip("\n"))
     if args.exit_after_output is not None:
         out(args.exit_after_output)
-        os._exit(0 if args.exit_code is None else args.exit_code)
+        exit_now(0 if args.exit_code is None else args.exit_code)
 
     if args.work_interval is not None:
 
         def work_forever(interval: float) -> None:
             while True:
                 time.sleep(interval)
-                agent.cmd_work(str(args.work_lines))
+                with _out_lock:
+                    lines = work_lines(args.work_lines, args.color, agent.work_counter)
+                    agent.work_counter += args.work_lines
+                    editor.print_above("".join(line + "\n" for line in lines))
 
         _background(work_forever, args.work_interval)
 
-    out(args.prompt)
-    for line in read_lines(0):
-        agent.run_command(line)
-        out(args.prompt)
-    # stdin ended (EOF, or the terminal hung up).
-    if args.ignore_sighup:
-        while True:  # survive the hang-up, like a detached agent
+    while True:
+        editor.show_prompt()
+        text = editor.read_message()
+        if text is None:
+            break
+        agent.handle_message(text)
+    if editor.eof and args.ignore_sighup:
+        # stdin ended (the terminal hung up): survive it, like a detached agent.
+        while True:
             signal.pause()
-    return 0
+    return 0  # Ctrl-D on an empty line, or end of input
 
 
 if __name__ == "__main__":
