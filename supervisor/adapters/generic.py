@@ -1,0 +1,172 @@
+"""The ``generic`` adapter: any line-based REPL agent, and the fake agent.
+
+Everything comes from the unit's ``[agent]`` keys:
+
+``command``        argv of the agent (never run through a shell)
+``wakeup_via``     ``first-message`` (the daemon types the wakeup once the
+                   agent is idle), ``file`` (the wakeup is only written to a
+                   file), ``none`` (not delivered).  Whenever there is a
+                   wakeup it is also written to ``<session state dir>/wakeup.md``
+                   and ``AGENTD_WAKEUP_FILE`` names it, so scripts can read it.
+``prompt``         regex searched in the rendered screen's cursor line (see
+                   :meth:`supervisor.screen.Screen.cursor_line`); anchor it,
+                   e.g. ``'^fake> $'``
+``quiet``          seconds of silence that also end a turn (0: off); with
+                   neither ``prompt`` nor ``quiet`` set, 2 s of silence
+``submit_pause``   pause between the text and Enter
+``paste``          how several lines are typed: ``bracketed`` (one
+                   ``ESC[200~ ... ESC[201~`` paste, then Enter) or ``lines``
+                   (each line + Enter)
+``quit_command``   typed (plus Enter) before Ctrl-D when leaving
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from ..screen import Screen
+from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, TurnWatcher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import Session
+
+__all__ = ["DEBOUNCE", "DEFAULT_QUIET", "QUIT_PAUSE", "WAKEUP_ENV", "WAKEUP_FILE", "GenericAdapter", "ScreenWatcher"]
+
+#: Output must have been quiet this long before a prompt on screen counts (a redraw may be under way).
+DEBOUNCE = 0.15
+#: Quiet seconds that end a turn when the unit sets neither ``prompt`` nor ``quiet``.
+DEFAULT_QUIET = 2.0
+#: Pause after the quit command, before Ctrl-D.
+QUIT_PAUSE = 1.0
+WAKEUP_FILE = "wakeup.md"
+WAKEUP_ENV = "AGENTD_WAKEUP_FILE"
+ENTER = b"\r"
+EOF_KEY = b"\x04"
+
+
+class ScreenWatcher(TurnWatcher):
+    """Turn end = the prompt on the rendered cursor line after a short quiet, or a longer quiet.
+
+    * ``prompt``: the turn has ended when ``prompt`` is found in the cursor
+      line and output has been quiet for ``debounce`` seconds.  After
+      :meth:`submitted`, the agent must first have printed something (its echo
+      or its answer), so the prompt still on screen from before the message
+      does not count.
+    * ``quiet`` (> 0): the turn has ended when nothing was printed for
+      ``quiet`` seconds since the later of the last output and the submission.
+
+    The screen is rendered only when output has been quiet for ``debounce``
+    seconds and someone polls, so a busy agent costs a byte append per chunk.
+    Once idle, the state stays idle until the next :meth:`submitted` (output
+    while idle, e.g. a status line, does not make a turn).
+    """
+
+    def __init__(
+        self,
+        screen: Screen,
+        prompt: re.Pattern[str] | None,
+        quiet: float,
+        *,
+        debounce: float = DEBOUNCE,
+        size: Callable[[], tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        if prompt is None and quiet <= 0:
+            quiet = DEFAULT_QUIET
+        self.screen = screen
+        self.prompt = prompt
+        self.quiet = quiet
+        self.debounce = debounce
+        self._size = size
+        self._clock = clock
+        self.last_output_at = clock()
+
+    def feed(self, data: bytes) -> None:
+        self.last_output_at = self._clock()
+        self.screen.feed(data)
+
+    def submitted(self) -> None:
+        super().submitted()
+        self.submitted_at = self._clock()
+
+    def prompt_visible(self) -> bool:
+        """Whether the prompt regex matches the rendered cursor line now (renders if needed)."""
+        if self.prompt is None:
+            return False
+        if self._size is not None:
+            self.screen.resize(*self._size())
+        return self.prompt.search(self.screen.cursor_line()) is not None
+
+    def poll(self) -> bool:
+        now = self._clock()
+        answered = self.submitted_at is None or self.last_output_at > self.submitted_at
+        if self.prompt is not None and answered and now - self.last_output_at >= self.debounce and self.prompt_visible():
+            return True
+        if self.quiet > 0:
+            since = max(self.last_output_at, self.submitted_at or self.last_output_at)
+            if now - since >= self.quiet:
+                return True
+        return False
+
+
+class GenericAdapter(Adapter):
+    """Line-based REPL agents configured entirely from the unit (see the module docstring)."""
+
+    kind: ClassVar[str] = "generic"
+
+    # -- launch -------------------------------------------------------------------
+    def launch(self, wakeup: str | None, session_id: str, env: Mapping[str, str]) -> Launch:
+        agent = self.spec.agent
+        extra: dict[str, str] = {}
+        if wakeup is not None:
+            path = self.state_dir(session_id) / WAKEUP_FILE
+            path.write_text(wakeup, encoding="utf-8")
+            extra[WAKEUP_ENV] = str(path)
+        if wakeup is None or agent.wakeup_via == "none":
+            return Launch(argv=list(agent.command), env=extra, first_input=None, wakeup_via="none")
+        if agent.wakeup_via == "file":
+            return Launch(argv=list(agent.command), env=extra, first_input=None, wakeup_via="file")
+        return Launch(argv=list(agent.command), env=extra, first_input=wakeup, wakeup_via="first-message")
+
+    # -- typing -------------------------------------------------------------------
+    def encode(self, text: str) -> Keystrokes:
+        """One line: text, pause, Enter.  Several: one bracketed paste then Enter, or line by line."""
+        agent = self.spec.agent
+        pause = agent.submit_pause
+        if "\n" not in text:
+            return Keystrokes.of((text.encode(), pause), (ENTER, 0.0))
+        if agent.paste == "bracketed":
+            return Keystrokes.of((BRACKETED_PASTE_START + text.encode() + BRACKETED_PASTE_END, pause), (ENTER, 0.0))
+        lines = text.split("\n")
+        steps = [(line.encode() + ENTER, pause) for line in lines]
+        steps[-1] = (steps[-1][0], 0.0)
+        return Keystrokes(tuple(steps))
+
+    def quit(self) -> Keystrokes:
+        command = self.spec.agent.quit_command
+        if command:
+            return Keystrokes.of((command.encode() + ENTER, QUIT_PAUSE), (EOF_KEY, 0.0))
+        return Keystrokes.of((EOF_KEY, 0.0))
+
+    # -- watching -----------------------------------------------------------------
+    def watcher(self, session: Session) -> ScreenWatcher:
+        agent = self.spec.agent
+        prompt = re.compile(agent.prompt) if agent.prompt else None
+        return ScreenWatcher(
+            Screen(session.rows, session.cols),
+            prompt,
+            agent.quiet,
+            size=lambda: (session.rows, session.cols),
+        )
+
+    def context(self, session: Session) -> ContextFigure:
+        return ContextFigure(
+            used=session.transcript.estimated_tokens,
+            window=self.spec.context.window,
+            exact=False,
+            source="transcript estimate",
+        )
