@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -108,8 +109,6 @@ class FakeClock:
 
 def test_watcher_logic_with_a_fake_clock() -> None:
     clock = FakeClock()
-    import re
-
     watcher = ScreenWatcher(Screen(5, 40), re.compile(r"^> $"), 0.0, clock=clock)
     watcher.feed(b"banner\r\n> ")
     watcher.tick()
@@ -257,7 +256,8 @@ def test_wakeup_as_first_message_and_bracketed_paste_arrive_whole(tmp_path: Path
 
     async def scenario() -> None:
         async with running(adapter, tmp_path, "--input-log", str(log), wakeup=wakeup) as (session, watcher, launch):
-            assert os.environ.get(WAKEUP_ENV) is None and Path(launch.env[WAKEUP_ENV]).read_text() == wakeup
+            assert Path(launch.env[WAKEUP_ENV]).read_text() == wakeup
+            assert session.env[WAKEUP_ENV] == launch.env[WAKEUP_ENV]
             assert await watcher.wait_idle(TIMEOUT)
             await type_text(session, adapter, watcher, launch.first_input)
             assert await watcher.wait_turns(2, TIMEOUT)
