@@ -259,6 +259,27 @@ def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
 
 @cli.command()
 @click.argument("unit")
+@click.option("--read-only", is_flag=True, help="watch only: typed keys are not sent (Ctrl-] still detaches)")
+@pass_app
+def attach(app: AppContext, unit: str, read_only: bool) -> None:
+    """Relay UNIT's live session to this terminal; detach with Ctrl-] (0x1d).
+
+    The daemon keeps recording the transcript.  When the session ends or is
+    replaced, the next one is followed if it starts within a few seconds.
+    Exit code: 0 after detaching, 3 when the session ended with no successor,
+    1 on errors.
+    """
+    from .attach import AttachError, run_attach
+
+    try:
+        code = run_attach(app.settings.socket_path, unit, read_only)
+    except AttachError as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("unit")
 @click.option("-n", "lines", default=40, show_default=True, help="lines to show")
 @click.option("-f", "follow", is_flag=True, help="keep printing new output")
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")

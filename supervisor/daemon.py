@@ -66,6 +66,8 @@ class Unit:
     commanded_stop: bool = False
     stop_task: asyncio.Task[None] | None = None
     stats: tuple[float, int] = (0.0, 0)
+    viewers: int = 0  # attached viewers (agentd attach)
+    person_input_at: float = 0.0  # monotonic time a person last typed through attach
 
     @property
     def name(self) -> str:
@@ -624,6 +626,11 @@ class Arbiter:
         async def shutdown(args: dict[str, Any]) -> Any:
             return await self.shutdown()
 
+        async def attach(args: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            from .attach import serve_attach
+
+            await serve_attach(self, args, reader, writer)
+
         return {
             "ping": Command(ping, help="is the daemon alive"),
             "status": Command(status, frozenset({"units"}), "units and their state"),
@@ -634,7 +641,41 @@ class Arbiter:
             "reload": Command(reload, help="re-read unit files"),
             "send": Command(send, frozenset({"unit", "text", "enter"}), "type text into an agent"),
             "shutdown": Command(shutdown, help="stop every unit, then the daemon"),
+            "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols"}), "relay a live session", stream=True),
         }
+
+    # ------------------------------------------- attach target (supervisor.attach.AttachTarget)
+    def current_session(self, name: str) -> Session | None:
+        """The unit's session object now (also while it is stopping), or None."""
+        return self._unit(name).session
+
+    async def wait_session(self, name: str, previous: Session | None, timeout: float) -> Session | None:
+        """A running session of the unit other than ``previous``, waiting up to ``timeout``s."""
+
+        def fresh() -> Session | None:
+            unit = self.units.get(name)
+            if unit is None or unit.state != S.RUNNING or unit.session is None:
+                return None
+            session = unit.session
+            return session if session is not previous and session.exit is None else None
+
+        if await self._wait_for(lambda: fresh() is not None, timeout):
+            return fresh()
+        return None
+
+    def person_input(self, name: str) -> None:
+        """A person typed into the unit through ``agentd attach`` just now."""
+        unit = self.units.get(name)
+        if unit is not None:
+            unit.person_input_at = time.monotonic()
+
+    def viewer_attached(self, name: str, delta: int) -> int:
+        """Count viewers of the unit (+1 attach, -1 detach); return the count."""
+        unit = self.units.get(name)
+        if unit is None:
+            return 0
+        unit.viewers = max(0, unit.viewers + delta)
+        return unit.viewers
 
 
 def _group_members(pgid: int, leader_ctime: float) -> list[psutil.Process]:

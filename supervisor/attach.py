@@ -1,0 +1,685 @@
+"""``agentd attach``: relay a supervised agent's live PTY to a person's terminal.
+
+Both halves live here: :func:`serve_attach` runs in the daemon (a streaming
+control command) and :func:`run_attach` runs in the ``agentd attach`` CLI.
+
+Connection
+----------
+The client opens the control socket and sends one ordinary framed JSON request
+(see :mod:`supervisor.control`)::
+
+    {"cmd": "attach", "args": {"unit": NAME, "read_only": BOOL, "rows": R, "cols": C}}
+
+``rows``/``cols`` are optional (absent when the client has no terminal).  The
+daemon answers in the same framing, ``{"ok": false, "error": ...}`` (and closes)
+or ``{"ok": true, "result": INFO}`` with ``INFO = {"unit", "session", "pid",
+"rows", "cols", "read_only", "detach_key"}``.  From then on both sides speak
+the binary stream protocol below until either closes the connection.
+
+Stream protocol
+---------------
+Every frame is a 1-byte type, a 4-byte big-endian payload length, and the
+payload (at most :data:`MAX_FRAME` bytes)::
+
+    daemon -> viewer
+      b"o"  OUTPUT   raw bytes the agent wrote to its terminal.  The first
+                     OUTPUT of each session is the recent screen context: the
+                     last ~4 KiB of the session's raw transcript (``.log``, so
+                     already redacted), cut at a line start.
+      b"s"  SESSION  JSON INFO of a *new* session the viewer now follows
+                     (after the previous one ended or was replaced).
+      b"e"  ENDED    JSON {"reason": str}: the followed session ended or was
+                     replaced; the daemon waits up to :data:`REATTACH_WAIT`
+                     seconds for the unit's next session (then SESSION, or CLOSE).
+      b"x"  CLOSE    JSON {"reason": str, "code": int}: the daemon ends the
+                     stream (no next session: code 3; viewer too slow: code 1).
+    viewer -> daemon
+      b"i"  INPUT    bytes the person typed (ignored by the daemon for a
+                     read-only viewer; the client does not send them either).
+      b"r"  RESIZE   4 bytes, ``>HH`` rows, cols: the viewer's window size
+                     (applied to the agent's PTY for read-write viewers only).
+      b"d"  DETACH   empty: the person detached; the daemon closes.
+
+Closing the socket is the same as DETACH.  The daemon keeps writing the
+transcript as always: a viewer only adds a listener to the session.
+
+Back-pressure: output for one viewer goes through a bounded outbox drained by
+one task with ``writer.drain()``.  If a viewer falls more than
+:data:`MAX_BEHIND` bytes behind, it is sent CLOSE and dropped; the agent and the
+other viewers never wait for it.
+
+The target
+----------
+The daemon side needs only the small :class:`AttachTarget` protocol, which the
+:class:`~supervisor.daemon.Arbiter` implements.
+
+Detach key: Ctrl-] (0x1d), as in telnet.  A read-only viewer's other keys
+are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import termios
+import tty
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from .control import ControlError, ProtocolError, encode
+
+log = structlog.get_logger("agentd.attach")
+
+DETACH_KEY = b"\x1d"  # Ctrl-]
+DETACH_KEY_NAME = "Ctrl-]"
+CONTEXT_BYTES = 4096
+MAX_FRAME = 1 << 20
+MAX_BEHIND = 1 << 20  # bytes a viewer may lag before it is dropped
+REATTACH_WAIT = 5.0  # seconds to wait for the next session after one ends
+POLL = 0.1  # seconds between checks that the followed session is still current
+
+OUTPUT, SESSION, ENDED, CLOSE = b"o", b"s", b"e", b"x"
+INPUT, RESIZE, DETACH = b"i", b"r", b"d"
+
+CODE_DETACHED = 0
+CODE_ERROR = 1
+CODE_NO_SESSION = 3
+
+_HEADER = struct.Struct(">cI")
+_SIZE = struct.Struct(">HH")
+
+
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    """One stream frame."""
+    return _HEADER.pack(kind, len(payload)) + payload
+
+
+def json_frame(kind: bytes, value: dict[str, Any]) -> bytes:
+    return frame(kind, json.dumps(value, separators=(",", ":")).encode())
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes, get complete ``(type, payload)`` frames."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= _HEADER.size:
+            kind, size = _HEADER.unpack_from(self._buf)
+            if size > MAX_FRAME:
+                raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+            end = _HEADER.size + size
+            if len(self._buf) < end:
+                break
+            frames.append((kind, bytes(self._buf[_HEADER.size:end])))
+            del self._buf[:end]
+        return frames
+
+
+# ====================================================================== server
+class AttachSession(Protocol):
+    """What the server uses of a :class:`~supervisor.session.Session`."""
+
+    unit: str
+    session_id: str
+    pid: int
+    rows: int
+    cols: int
+
+    def add_listener(self, callback: Any) -> None: ...
+    def remove_listener(self, callback: Any) -> None: ...
+    def send(self, data: bytes) -> None: ...
+    def resize(self, rows: int, cols: int) -> None: ...
+
+
+class AttachTarget(Protocol):
+    """The daemon as seen by :func:`serve_attach` (implemented by the Arbiter).
+
+    ``current_session(unit)``
+        The unit's session object right now, or None.  Raises ControlError for
+        an unknown unit.  A viewer follows one session until this stops
+        returning it (so output drained at the end still reaches the viewer).
+    ``await wait_session(unit, previous, timeout)``
+        A running session of ``unit`` other than ``previous``, waiting up to
+        ``timeout`` seconds; None if none started.
+    ``person_input(unit)``
+        A person typed into the unit's session just now (the daemon holds back
+        its own typing while a person types).
+    ``viewer_attached(unit, delta)``
+        +1 when a viewer attaches, -1 when it leaves; returns the new count.
+    """
+
+    def current_session(self, unit: str) -> Any: ...
+    async def wait_session(self, unit: str, previous: Any, timeout: float) -> Any: ...
+    def person_input(self, unit: str) -> None: ...
+    def viewer_attached(self, unit: str, delta: int) -> int: ...
+
+
+@dataclass
+class AttachRequest:
+    unit: str
+    read_only: bool
+    rows: int | None
+    cols: int | None
+
+    @classmethod
+    def parse(cls, args: dict[str, Any]) -> AttachRequest:
+        unit = args.get("unit")
+        if not isinstance(unit, str) or not unit:
+            raise ValueError("attach: unit must be a unit name")
+        rows, cols = args.get("rows"), args.get("cols")
+        for value in (rows, cols):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535):
+                raise ValueError("attach: rows and cols must be integers from 1 to 65535")
+        if (rows is None) != (cols is None):
+            raise ValueError("attach: give both rows and cols, or neither")
+        return cls(unit, bool(args.get("read_only", False)), rows, cols)
+
+
+def session_info(session: AttachSession, read_only: bool) -> dict[str, Any]:
+    return {
+        "unit": session.unit,
+        "session": session.session_id,
+        "pid": session.pid,
+        "rows": session.rows,
+        "cols": session.cols,
+        "read_only": read_only,
+        "detach_key": DETACH_KEY_NAME,
+    }
+
+
+def recent_context(log_path: Path, size: int = CONTEXT_BYTES) -> bytes:
+    """The last ``size`` bytes of a raw transcript, starting at a line start when cut."""
+    try:
+        with open(log_path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            start = max(0, end - size)
+            f.seek(start)
+            data = f.read(end - start)
+    except OSError:
+        return b""
+    if start > 0:
+        newline = data.find(b"\n")
+        data = data[newline + 1:] if newline >= 0 else b""
+    return data
+
+
+class _Outbox:
+    """Frames waiting for one viewer; refuses more once the viewer is too far behind."""
+
+    def __init__(self, writer: asyncio.StreamWriter, limit: int = MAX_BEHIND) -> None:
+        self._writer = writer
+        self._limit = limit
+        self._frames: deque[bytes] = deque()
+        self._size = 0
+        self._ready = asyncio.Event()
+        self.closed = False
+        self.overflowed = False
+
+    def behind(self) -> int:
+        transport = self._writer.transport
+        return self._size + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    def put(self, data: bytes) -> bool:
+        """Queue ``data``; False (and ``overflowed``) if the viewer is over the limit."""
+        if self.closed or self.overflowed:
+            return False
+        if self.behind() + len(data) > self._limit:
+            self.overflowed = True
+            self._frames.clear()
+            self._size = 0
+            self._ready.set()
+            return False
+        self._frames.append(data)
+        self._size += len(data)
+        self._ready.set()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.set()
+
+    async def pump(self) -> None:
+        """Write queued frames until closed (or overflowed) and empty."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            if self.overflowed:
+                return
+            if self._frames:
+                data = b"".join(self._frames)
+                self._frames.clear()
+                self._size = 0
+                self._writer.write(data)
+                await self._writer.drain()
+            elif self.closed:
+                return
+            if self._frames or self.closed:
+                self._ready.set()
+
+
+@dataclass
+class _Viewer:
+    """One attached viewer: follows sessions of one unit until it leaves."""
+
+    target: AttachTarget
+    request: AttachRequest
+    writer: asyncio.StreamWriter
+    outbox: _Outbox
+    session: AttachSession | None = None
+    input_bytes: int = 0
+    ignored_bytes: int = 0
+    sessions: list[str] = field(default_factory=list)
+
+    # -- viewer -> daemon ---------------------------------------------------
+    async def read_client(self, reader: asyncio.StreamReader) -> str:
+        """Handle the viewer's frames; return why it left."""
+        while True:
+            try:
+                header = await reader.readexactly(_HEADER.size)
+                kind, size = _HEADER.unpack(header)
+                if size > MAX_FRAME:
+                    return f"protocol error: frame of {size} bytes"
+                payload = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                return "connection closed"
+            except ConnectionError:
+                return "connection lost"
+            if kind == DETACH:
+                return "detached"
+            if kind == INPUT:
+                self.on_input(payload)
+            elif kind == RESIZE and len(payload) == _SIZE.size:
+                self.request.rows, self.request.cols = _SIZE.unpack(payload)
+                self.apply_size()
+
+    def on_input(self, data: bytes) -> None:
+        if self.request.read_only:
+            self.ignored_bytes += len(data)
+            return
+        if not data or self.session is None:
+            return
+        self.target.person_input(self.request.unit)
+        try:
+            self.session.send(data)
+        except Exception:  # noqa: BLE001 - the session ended under us; the keys are lost
+            return
+        self.input_bytes += len(data)
+
+    def apply_size(self) -> None:
+        if self.request.read_only or self.session is None or not self.request.rows or not self.request.cols:
+            return
+        try:
+            self.session.resize(self.request.rows, self.request.cols)
+        except Exception:  # noqa: BLE001 - a session that is going away
+            pass
+
+    # -- daemon -> viewer ---------------------------------------------------
+    def on_output(self, data: bytes) -> None:
+        self.outbox.put(frame(OUTPUT, data))
+
+    def follow(self, session: AttachSession) -> None:
+        """Start relaying ``session``: context first, then live output (no gap: no await between)."""
+        self.session = session
+        self.sessions.append(session.session_id)
+        self.apply_size()
+        context = recent_context(session.transcript.log_path)  # type: ignore[attr-defined]
+        if context:
+            self.outbox.put(frame(OUTPUT, context))
+        session.add_listener(self.on_output)
+
+    def unfollow(self) -> None:
+        if self.session is not None:
+            self.session.remove_listener(self.on_output)
+
+    def ended(self, session: AttachSession) -> str | None:
+        """Why ``session`` is no longer the one to follow, or None while it is."""
+        try:
+            current = self.target.current_session(self.request.unit)
+        except ControlError:
+            current = None
+            why = "the unit was removed"
+        else:
+            why = "replaced by session " + current.session_id if current is not None else "no session running"
+        if current is session:
+            return None
+        exit_info = getattr(session, "exit", None)
+        status = exit_info.describe() if exit_info is not None else "stopped"
+        return f"session {session.session_id} ({status}); {why}"
+
+    async def relay(self, session: AttachSession, client: asyncio.Task[str]) -> str | None:
+        """Relay ``session`` until it ends (return the reason) or the viewer leaves/overflows (None)."""
+        self.follow(session)
+        try:
+            while True:
+                await asyncio.wait({client}, timeout=POLL)
+                if client.done() or self.outbox.overflowed:
+                    return None
+                reason = self.ended(session)
+                if reason is not None:
+                    return reason
+        finally:
+            self.unfollow()
+
+    async def next_session(self, previous: AttachSession, client: asyncio.Task[str]) -> AttachSession | None:
+        waiter = asyncio.ensure_future(self.target.wait_session(self.request.unit, previous, REATTACH_WAIT))
+        try:
+            await asyncio.wait({client, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+        if client.done() or waiter.cancelled() or waiter.exception() is not None:
+            return None
+        return waiter.result()
+
+    async def run(self, first: AttachSession, reader: asyncio.StreamReader) -> str:
+        """Follow sessions until the viewer leaves or no next session starts; return why it ended."""
+        client = asyncio.ensure_future(self.read_client(reader))
+        pump = asyncio.ensure_future(self.outbox.pump())
+        session = first
+        try:
+            while True:
+                reason = await self.relay(session, client)
+                if reason is None:
+                    break
+                self.outbox.put(json_frame(ENDED, {"reason": reason}))
+                following = await self.next_session(session, client)
+                if client.done():
+                    break
+                if following is None:
+                    self.close(f"no new session of {self.request.unit} within {REATTACH_WAIT:g}s", CODE_NO_SESSION)
+                    await _finish(pump)
+                    return "no new session"
+                session = following
+                self.outbox.put(json_frame(SESSION, session_info(session, self.request.read_only)))
+            if self.outbox.overflowed:
+                log.warning("viewer_dropped", unit=self.request.unit, limit=MAX_BEHIND, read_only=self.request.read_only)
+                pump.cancel()
+                self.writer.write(json_frame(CLOSE, {"reason": f"dropped: more than {MAX_BEHIND} bytes behind the agent", "code": CODE_ERROR}))
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.writer.drain(), 2.0)
+                return "too slow"
+            return client.result()
+        finally:
+            client.cancel()
+            pump.cancel()
+
+    def close(self, reason: str, code: int) -> None:
+        self.outbox.put(json_frame(CLOSE, {"reason": reason, "code": code}))
+        self.outbox.close()
+
+
+async def _finish(pump: asyncio.Future[None], timeout: float = 5.0) -> None:
+    """Let the last frames go out, without waiting forever for a stuck viewer."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(pump, timeout)
+
+
+async def _reply(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    writer.write(encode(message))
+    await writer.drain()
+
+
+async def serve_attach(target: AttachTarget, args: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The daemon half: answer the request, then relay until the viewer leaves."""
+    try:
+        request = AttachRequest.parse(args)
+        session = target.current_session(request.unit)
+        if session is None or getattr(session, "exit", None) is not None:
+            raise ControlError(f"unit {request.unit!r} has no running session to attach to")
+    except (ValueError, ControlError) as exc:
+        await _reply(writer, {"ok": False, "error": str(exc)})
+        return
+    viewer = _Viewer(target, request, writer, _Outbox(writer))
+    count = target.viewer_attached(request.unit, +1)
+    reason = "error"
+    try:
+        await _reply(writer, {"ok": True, "result": session_info(session, request.read_only)})
+        log.info("attached", unit=request.unit, session=session.session_id, read_only=request.read_only, viewers=count)
+        reason = await viewer.run(session, reader)
+    finally:
+        count = target.viewer_attached(request.unit, -1)
+        log.info("detached", unit=request.unit, read_only=request.read_only, reason=reason, viewers=count,
+                 input_bytes=viewer.input_bytes, ignored_bytes=viewer.ignored_bytes, sessions=viewer.sessions)
+
+
+# ====================================================================== client
+class AttachError(Exception):
+    """Attaching failed before the relay started (the message is for the user)."""
+
+
+def terminal_size(*fds: int) -> tuple[int, int] | None:
+    """(rows, cols) of the first fd that is a terminal."""
+    for fd in fds:
+        try:
+            size = os.get_terminal_size(fd)
+        except OSError:
+            continue
+        return size.lines, size.columns
+    return None
+
+
+@contextlib.contextmanager
+def raw_terminal(fd: int) -> Iterator[None]:
+    """Raw mode on ``fd`` if it is a terminal; the old mode is always restored."""
+    if not os.isatty(fd):
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd, termios.TCSANOW)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@contextlib.contextmanager
+def winch_pipe() -> Iterator[int | None]:
+    """A fd that becomes readable on SIGWINCH (None outside the main thread)."""
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def on_winch(signum: int, frame: object) -> None:
+        with contextlib.suppress(OSError):
+            os.write(w, b"w")
+
+    try:
+        previous = signal.signal(signal.SIGWINCH, on_winch)
+    except ValueError:  # not the main thread
+        os.close(r)
+        os.close(w)
+        yield None
+        return
+    try:
+        yield r
+    finally:
+        signal.signal(signal.SIGWINCH, previous)
+        os.close(r)
+        os.close(w)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            selectors.DefaultSelector().select(0.05)  # a non-blocking stdout that is full
+        except OSError as exc:
+            if exc.errno in (errno.EIO, errno.EPIPE):
+                return
+            raise
+
+
+def _connect(socket_path: Path, request: dict[str, Any], timeout: float = 30.0) -> tuple[socket.socket, dict[str, Any]]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(socket_path))
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        sock.close()
+        raise AttachError(f"agentd is not running (no answer on {socket_path}: {exc.strerror})") from None
+    except PermissionError as exc:
+        sock.close()
+        raise AttachError(f"cannot reach {socket_path}: {exc.strerror} (not the daemon's owner?)") from None
+    try:
+        sock.sendall(encode({"cmd": "attach", "args": request}))
+        reply = _read_reply(sock)
+    except (OSError, ProtocolError, ValueError) as exc:
+        sock.close()
+        raise AttachError(f"attach failed: {exc}") from None
+    if not reply.get("ok"):
+        sock.close()
+        raise AttachError(str(reply.get("error", "unknown error")))
+    sock.settimeout(None)
+    return sock, reply.get("result") or {}
+
+
+def _read_reply(sock: socket.socket) -> dict[str, Any]:
+    """Read exactly one framed JSON reply from a blocking socket (and nothing after it)."""
+    (size,) = struct.unpack(">I", _recv_exactly(sock, 4))
+    message = json.loads(_recv_exactly(sock, size))
+    if not isinstance(message, dict):
+        raise ProtocolError("reply is not a JSON object")
+    return message
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    if size > MAX_FRAME:
+        raise ProtocolError("reply too large")
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ProtocolError("agentd closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+class _Relay:
+    """The client's loop: stdin and SIGWINCH to the socket, frames to stdout."""
+
+    def __init__(self, sock: socket.socket, unit: str, read_only: bool, stdin_fd: int, stdout_fd: int) -> None:
+        self.sock = sock
+        self.unit = unit
+        self.read_only = read_only
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self.stdin_is_tty = os.isatty(stdin_fd)
+        self.decoder = FrameDecoder()
+
+    def say(self, text: str) -> None:
+        _write_all(self.stdout_fd, f"\r\n[agentd] {text}\r\n".encode())
+
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        self.sock.sendall(frame(kind, payload))
+
+    def send_size(self) -> None:
+        size = terminal_size(self.stdout_fd, self.stdin_fd)
+        if size is not None:
+            self.send(RESIZE, _SIZE.pack(min(size[0], 65535), min(size[1], 65535)))
+
+    def on_stdin(self, sel: selectors.BaseSelector) -> int | None:
+        try:
+            data = os.read(self.stdin_fd, 4096)
+        except OSError:  # EIO: our terminal hung up
+            data = b""
+        if not data:
+            if self.stdin_is_tty:
+                return CODE_DETACHED  # the terminal is gone
+            sel.unregister(self.stdin_fd)  # piped input ended: keep watching
+            return None
+        keys, hit, _ = data.partition(DETACH_KEY)
+        if keys and not self.read_only:
+            self.send(INPUT, keys)
+        if hit:
+            with contextlib.suppress(OSError):
+                self.send(DETACH)
+            self.say(f"detached from {self.unit}")
+            return CODE_DETACHED
+        return None
+
+    def on_frame(self, kind: bytes, payload: bytes) -> int | None:
+        if kind == OUTPUT:
+            _write_all(self.stdout_fd, payload)
+            return None
+        info = json.loads(payload or b"{}")
+        if kind == SESSION:
+            self.say(f"attached to {self.unit} session {info.get('session')} (pid {info.get('pid')}); detach with {DETACH_KEY_NAME}")
+        elif kind == ENDED:
+            self.say(f"session ended: {info.get('reason')}; waiting {REATTACH_WAIT:g}s for the next one")
+        elif kind == CLOSE:
+            self.say(str(info.get("reason", "closed")))
+            return int(info.get("code", CODE_ERROR))
+        return None
+
+    def on_socket(self) -> int | None:
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.say("agentd closed the connection")
+            return CODE_ERROR
+        for kind, payload in self.decoder.feed(data):
+            code = self.on_frame(kind, payload)
+            if code is not None:
+                return code
+        return None
+
+    def run(self, winch: int | None) -> int:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.sock, selectors.EVENT_READ, "socket")
+            sel.register(self.stdin_fd, selectors.EVENT_READ, "stdin")
+            if winch is not None:
+                sel.register(winch, selectors.EVENT_READ, "winch")
+            while True:
+                for key, _ in sel.select():
+                    if key.data == "winch":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(winch, 512)  # type: ignore[arg-type]
+                        self.send_size()
+                        continue
+                    code = self.on_socket() if key.data == "socket" else self.on_stdin(sel)
+                    if code is not None:
+                        return code
+
+
+def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """The CLI half.  Returns 0 when the person detached, 3 when the unit's session
+    ended with no successor, 1 when the daemon dropped or lost the connection.
+    Raises :class:`AttachError` when attaching fails (before raw mode)."""
+    size = terminal_size(stdout_fd, stdin_fd)
+    request: dict[str, Any] = {"unit": unit, "read_only": read_only}
+    if size is not None:
+        request["rows"], request["cols"] = size
+    sock, info = _connect(socket_path, request)
+    relay = _Relay(sock, unit, read_only, stdin_fd, stdout_fd)
+    mode = "read-only, " if read_only else ""
+    try:
+        with raw_terminal(stdin_fd), winch_pipe() as winch:
+            relay.say(f"attached to {unit} session {info.get('session')} (pid {info.get('pid')}; {mode}detach with {DETACH_KEY_NAME})")
+            try:
+                return relay.run(winch)
+            except (BrokenPipeError, ConnectionError, ProtocolError) as exc:
+                relay.say(f"connection to agentd lost: {exc}")
+                return CODE_ERROR
+    finally:
+        sock.close()
+
+
+__all__ = ["AttachError", "AttachTarget", "DETACH_KEY", "run_attach", "serve_attach"]
