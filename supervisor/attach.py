@@ -64,6 +64,7 @@ import contextlib
 import errno
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -518,7 +519,7 @@ def _write_all(fd: int, data: bytes) -> None:
         try:
             view = view[os.write(fd, view):]
         except BlockingIOError:
-            selectors.DefaultSelector().select(0.05)  # a non-blocking stdout that is full
+            select.select([], [fd], [], 1.0)  # a non-blocking stdout that is full: wait until writable
         except OSError as exc:
             if exc.errno in (errno.EIO, errno.EPIPE):
                 return
