@@ -72,6 +72,14 @@ def _fmt_bytes(size: int | None) -> str:
     return f"{value:.1f}G"
 
 
+def _fmt_count(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 1000:
+        return f"{n / 1000:.1f}k"
+    return str(n)
+
+
 def _client_call(settings: Settings, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
     from .control import ControlError, DaemonNotRunning, call
 
@@ -144,11 +152,11 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
         click.echo("agentd is not running")
         return
     if units:
-        _print_result(_client_call(settings, "stop", timeout=None, units=list(units)))
+        _print_result(_client_call(settings, "stop", timeout=None, units=list(units), now=now))
         return
     from .daemonize import wait_stopped
 
-    _client_call(settings, "shutdown", timeout=None)
+    _client_call(settings, "shutdown", timeout=None, now=now)
     if not wait_stopped(settings, timeout=60.0):
         raise click.ClickException("agentd did not exit within 60s after stopping its units")
     click.echo("agentd stopped")
@@ -189,9 +197,20 @@ def render_status(result: dict) -> str:
     head = f"agentd {daemon['version']} pid {daemon['pid']} up {_fmt_duration(daemon['uptime'])} — {daemon['project_root']}"
     rows = []
     for row in result["units"]:
-        note = row.get("reason") or ""
+        note = row.get("activity") or row.get("reason") or ""
         if row.get("next_restart_in") is not None:
             note = f"restart in {row['next_restart_in']:.0f}s; {note}"
+        if row.get("queued_sends"):
+            note = f"{row['queued_sends']} queued; {note}"
+        ctx = row.get("context")
+        context = "-"
+        if ctx:
+            approx = "" if ctx["exact"] else "~"
+            context = f"{approx}{_fmt_count(ctx['used'])}/{_fmt_count(ctx['window'])} {ctx['ratio'] * 100:.0f}%"
+        last = row.get("last_checkpoint")
+        if last:
+            ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
+            note = f"{note}; last checkpoint {last['trigger']} {last['flush']}{ratio}".lstrip("; ")
         rows.append(
             [
                 row["unit"],
@@ -202,10 +221,11 @@ def render_status(result: dict) -> str:
                 row["last_exit"] or "-",
                 "-" if row["cpu_seconds"] is None else f"{row['cpu_seconds']:.1f}s",
                 _fmt_bytes(row["rss_bytes"]),
+                context,
                 note,
             ]
         )
-    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "NOTE"])
+    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "CONTEXT", "NOTE"])
     lines = [head, table if rows else "(no units)"]
     for err in result.get("errors", []):
         lines.append(f"error: {err}")
@@ -221,7 +241,7 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     settings = app.settings
     if not _running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    _print_result(_client_call(settings, "restart", timeout=None, units=_units_arg(units)))
+    _print_result(_client_call(settings, "restart", timeout=None, units=_units_arg(units), now=now))
 
 
 @cli.command()
@@ -254,7 +274,12 @@ def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
 @pass_app
 def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
     """Type TEXT (plus Enter) into UNIT's agent."""
-    _client_call(app.settings, "send", unit=unit, text=text, enter=not no_enter)
+    result = _client_call(app.settings, "send", unit=unit, text=text, enter=not no_enter)
+    assert isinstance(result, dict)
+    if result.get("delivered") == "queued":
+        click.echo(f"queued (position {result['position']}): {result['note']}")
+    else:
+        click.echo(f"typed into {unit} ({result['bytes']} bytes)")
 
 
 @cli.command()
@@ -306,6 +331,62 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
             click.echo(chunk, nl=False)
     except KeyboardInterrupt:
         pass
+
+
+@cli.command()
+@click.argument("unit")
+@pass_app
+def checkpoint(app: AppContext, unit: str) -> None:
+    """Run a checkpoint cycle on UNIT now: prompt, verify the flush, fresh session with the wakeup."""
+    record = _client_call(app.settings, "checkpoint", timeout=None, unit=unit)
+    assert isinstance(record, dict)
+    click.echo(render_history([record]))
+
+
+@cli.command()
+@click.argument("unit")
+@click.option("-n", "count", default=20, show_default=True, help="cycles to show")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@pass_app
+def history(app: AppContext, unit: str, count: int, as_json: bool) -> None:
+    """Show UNIT's checkpoint cycles: trigger, tokens before, wakeup tokens, ratio, flush, step times."""
+    import json
+
+    from .checkpoint import read_history
+    from .units import valid_name
+
+    if not valid_name(unit):
+        raise click.ClickException(f"unit name {unit!r} is not valid")
+    records = list(read_history(app.settings.state_path, unit))[-count:]
+    if as_json:
+        for rec in records:
+            click.echo(json.dumps(rec))
+        return
+    if not records:
+        click.echo(f"no checkpoint cycles recorded for {unit}")
+        return
+    click.echo(render_history(records))
+
+
+def render_history(records: list[dict]) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for rec in records:
+        steps = " ".join(f"{k}={v:.1f}s" for k, v in (rec.get("steps") or {}).items())
+        ratio = rec.get("ratio")
+        rows.append([
+            rec.get("started", "-"),
+            rec.get("trigger"),
+            f"{rec['tokens_before']}/{rec['window']}" if rec.get("tokens_before") is not None else "-",
+            rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
+            f"{ratio * 100:.1f}%" if ratio is not None else "-",
+            rec.get("flush"),
+            rec.get("outcome"),
+            f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
+            steps,
+        ])
+    return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "STEPS"])
 
 
 @cli.command()

@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +36,24 @@ import psutil
 import structlog
 
 from . import __version__
+from .adapters.base import Adapter, ContextFigure, Keystrokes, TurnWatcher
+from .checkpoint import PERSON_IDLE, CycleRecord, WakeupText, append_history, checkpoint_prompt, due, unit_wakeup
 from .control import Command, ControlError, ControlServer
 from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
 from .environment import agent_environment
 from .pidfile import PidFile
 from .sdnotify import Notifier
-from .session import Session, SpawnError, children_map, kill_group, live_tree, ProcessRecord, signal_processes, wait_gone
+from .session import (
+    ProcessRecord,
+    Session,
+    SpawnError,
+    children_map,
+    kill_group,
+    live_tree,
+    new_session_id,
+    signal_processes,
+    wait_gone,
+)
 from .settings import Settings
 from .units import UnitError, UnitSpec, command_problem, load_units, start_order
 
@@ -68,10 +81,28 @@ class Unit:
     stats: tuple[float, int] = (0.0, 0)
     viewers: int = 0  # attached viewers (agentd attach)
     person_input_at: float = 0.0  # monotonic time a person last typed through attach
+    adapter: Adapter | None = None
+    watcher: TurnWatcher | None = None
+    #: The lifecycle operation in progress (start, checkpoint); one at a time.
+    op: asyncio.Task[Any] | None = None
+    #: The wakeup delivery of the current session (typing it as the first message).
+    delivery: asyncio.Task[Any] | None = None
+    wakeup_state: str | None = None  # pending | delivered (via ...) | failed: ...
+    activity: str | None = None  # what agentd is waiting for, for status
+    sends: deque[str] = field(default_factory=deque)
+    context: ContextFigure | None = None
+    last_cycle: dict[str, Any] | None = None
+    checkpoint_marker: dict[str, Any] | None = None
+    last_wakeup: WakeupText | None = None
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def busy(self) -> bool:
+        """True while a start or checkpoint operation runs."""
+        return self.op is not None and not self.op.done()
 
 
 @dataclass
@@ -106,6 +137,7 @@ class Arbiter:
         self._server = ControlServer(self.settings.socket_path, self._command_table())
         await self._server.start()
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.settings.project_root))
+        self._ensure_store()
         self._load_and_start()
         self._notifier.ready(self._summary())
         self._spawn_task(self._ticker())
@@ -147,6 +179,7 @@ class Arbiter:
             if watchdog and now - last_ping >= watchdog:
                 self._notifier.watchdog()
                 last_ping = now
+            self._watch_contexts()
             if now - last_tree >= 10.0:
                 last_tree = now
                 await self._refresh_trees()
@@ -157,7 +190,11 @@ class Arbiter:
         return self.settings.state_path / "agents.json"
 
     def _persist_agents(self) -> None:
-        data = {u.name: u.session.record() for u in self.units.values() if u.session is not None}
+        data = {}
+        for unit in self.units.values():
+            if unit.session is not None:
+                data[unit.name] = {**unit.session.record(), "module": unit.spec.module,
+                                   "checkpoint": unit.checkpoint_marker}
         path = self._agents_file
         tmp = path.with_suffix(".json.tmp")
         with open(tmp, "w") as fh:
@@ -174,6 +211,8 @@ class Arbiter:
             return
         procs: list[psutil.Process] = []
         for unit, rec in data.items():
+            if isinstance(rec.get("checkpoint"), dict):
+                await self._finish_interrupted_checkpoint(unit, rec)
             records = [ProcessRecord(int(p), float(t)) for p, t in rec.get("tree", [])]
             found = live_tree(records)
             group = _group_members(int(rec.get("pgid", 0)), float(rec.get("create_time", 0)))
@@ -200,13 +239,25 @@ class Arbiter:
         self._persist_agents()
 
     # ---------------------------------------------------------------- units
+    def _ensure_store(self) -> None:
+        """Scaffold .agent/ (idempotent, never overwrites): checkpoints and wakeups live there."""
+        from .memory import init_store
+
+        try:
+            created = init_store(self.settings.project_root)
+        except OSError as exc:
+            log.error("memory_store_unavailable", error=str(exc))
+            return
+        if created:
+            log.info("memory_store_created", files=[str(p) for p in created])
+
     def _load_and_start(self) -> None:
         specs, errors = load_units(self.settings.units_path, self.settings.project_root)
         self.load_errors = errors
         for err in errors:
             log.error("unit_invalid", path=str(err.path), error=err.message)
         for name in start_order(specs):
-            self.units[name] = Unit(spec=specs[name], tracker=RestartTracker(specs[name].restart.config()))
+            self.units[name] = self._new_unit(specs[name])
         for name in start_order(specs):
             if specs[name].unit.enabled:
                 self._start(self.units[name], why="enabled at daemon start")
@@ -251,50 +302,126 @@ class Arbiter:
     def _environment(self, unit: Unit, session_id: str) -> dict[str, str]:
         return agent_environment(unit.spec, self.settings, session_id, os.environ)
 
-    def _start(self, unit: Unit, why: str) -> None:
-        """inactive/backoff/failed -> starting -> running (or backoff/failed when spawn fails)."""
+    def _new_unit(self, spec: UnitSpec) -> Unit:
+        return Unit(spec=spec, tracker=RestartTracker(spec.restart.config()), adapter=self._make_adapter(spec))
+
+    def _make_adapter(self, spec: UnitSpec) -> Adapter | None:
+        from .adapters import make_adapter
+
+        try:
+            return make_adapter(spec, self.settings)
+        except Exception as exc:  # noqa: BLE001 - reported on start, never fatal to the daemon
+            log.error("adapter_unavailable", unit=spec.name, error=str(exc))
+            return None
+
+    def _start(self, unit: Unit, why: str) -> asyncio.Task[Any]:
+        """inactive/backoff/failed -> starting; the session is launched in a task."""
         if unit.timer is not None:
             unit.timer.cancel()
             unit.timer = None
         unit.next_start_at = None
         unit.commanded_stop = False
         self._set_state(unit, S.STARTING, why)
-        now = self.clock()
-        unit.tracker.record_start(now)
-        spec = unit.spec
-        problem = command_problem(spec, self.settings.project_root, os.environ.get("PATH", ""))
-        session: Session | None = None
-        if problem is None:
-            from .session import new_session_id
+        unit.tracker.record_start(self.clock())
+        unit.op = self._spawn_task(self._start_session(unit, why))
+        return unit.op
 
-            session_id = new_session_id()
-            env = self._environment(unit, session_id)
-            session = Session(
-                unit.name,
-                list(spec.agent.command),
-                env=env,
-                cwd=spec.workdir_path(self.settings.project_root),
-                rows=spec.agent.rows,
-                cols=spec.agent.cols,
-                transcript_dir=self.settings.transcripts_path / unit.name,
-                redact_env=env,
-                session_id=session_id,
-            )
-            try:
-                session.spawn()
-            except SpawnError as exc:
-                problem = str(exc)
-                session = None
+    async def _start_session(self, unit: Unit, why: str) -> None:
+        session, problem = await self._launch(unit, why)
         if session is None:
             log.error("spawn_failed", unit=unit.name, error=problem)
             self._after_exit(unit, ExitInfo(code=127), 0.0, f"could not start: {problem}")
             return
+        self._set_state(unit, S.RUNNING, why, argv=session.argv)
+
+    async def _launch(self, unit: Unit, why: str) -> tuple[Session | None, str | None]:
+        """Build the wakeup, spawn a fresh session and begin delivering the wakeup."""
+        spec = unit.spec
+        if unit.adapter is None:
+            unit.adapter = self._make_adapter(spec)
+            if unit.adapter is None:
+                return None, f"no adapter for kind {spec.agent.kind!r}"
+        problem = command_problem(spec, self.settings.project_root, os.environ.get("PATH", ""))
+        if problem is not None:
+            return None, problem
+        wake: WakeupText | None = None
+        if spec.wakeup.on_start:
+            try:
+                wake = await asyncio.to_thread(unit_wakeup, spec, self.settings.project_root)
+            except Exception as exc:  # noqa: BLE001 - start without a briefing, loudly
+                log.error("wakeup_failed", unit=unit.name, error=str(exc))
+        session_id = new_session_id()
+        env = self._environment(unit, session_id)
+        launch = unit.adapter.launch(wake.text if wake else None, session_id, env)
+        env.update(launch.env)
+        session = Session(
+            unit.name,
+            list(launch.argv),
+            env=env,
+            cwd=spec.workdir_path(self.settings.project_root),
+            rows=spec.agent.rows,
+            cols=spec.agent.cols,
+            transcript_dir=self.settings.transcripts_path / unit.name,
+            redact_env=env,
+            session_id=session_id,
+        )
+        try:
+            session.spawn()
+        except SpawnError as exc:
+            return None, str(exc)
         assert self._loop is not None
+        watcher = unit.adapter.watcher(session)
+        session.add_listener(watcher.feed)
         session.attach(self._loop)
         unit.session = session
+        unit.watcher = watcher
         unit.last_session = session.session_id
-        self._set_state(unit, S.RUNNING, why, argv=session.argv)
+        unit.context = None
         self._persist_agents()
+        if wake is None:
+            unit.wakeup_state = None
+        elif launch.first_input is not None:
+            unit.wakeup_state = "pending"
+            unit.delivery = self._spawn_task(self._deliver_wakeup(unit, session, launch.first_input, wake))
+        else:
+            unit.wakeup_state = f"delivered via {launch.wakeup_via}"
+            log.info("wakeup_delivered", unit=unit.name, session=session_id, via=launch.wakeup_via, tokens=wake.tokens)
+        unit.last_wakeup = wake
+        return session, None
+
+    async def _type(self, session: Session, keys: Keystrokes) -> None:
+        for data, pause in keys.steps:
+            session.send(data)
+            if pause:
+                await asyncio.sleep(pause)
+
+    async def _deliver_wakeup(self, unit: Unit, session: Session, text: str, wake: WakeupText) -> bool:
+        """Type the wakeup as the first message once the agent is idle; confirm a turn followed."""
+        watcher = unit.watcher
+        assert watcher is not None and unit.adapter is not None
+        timeout = unit.spec.checkpoint.ready_timeout
+        unit.activity = "waiting for the agent to be ready for its wakeup"
+        try:
+            if not await watcher.wait_idle(timeout) or session.exit is not None:
+                unit.wakeup_state = "failed: the agent was not ready"
+                log.error("wakeup_not_delivered", unit=unit.name, session=session.session_id, reason="agent not idle")
+                return False
+            unit.activity = "typing the wakeup"
+            turns = watcher.turns_ended
+            await self._type(session, unit.adapter.encode(text))
+            watcher.submitted()
+            unit.activity = "waiting for the agent to take the wakeup"
+            answered = await watcher.wait_turns(turns + 1, timeout)
+            unit.wakeup_state = "delivered via first-message" if answered else "typed; no answer yet"
+            log.info("wakeup_delivered", unit=unit.name, session=session.session_id, via="first-message",
+                     tokens=wake.tokens, bytes=len(text.encode()), answered=answered)
+            return answered
+        except SpawnError:
+            unit.wakeup_state = "failed: the session ended"
+            return False
+        finally:
+            if unit.session is session:
+                unit.activity = None
 
     def _reap(self) -> None:
         for unit in list(self.units.values()):
@@ -307,10 +434,10 @@ class Arbiter:
             unit.last_exit = exit
             log.info("session_exited", unit=unit.name, session=session.session_id, pid=session.pid,
                      exit=exit.describe(), uptime=round(session.uptime, 3))
-            if unit.state == S.STOPPING:
+            if unit.state in (S.STOPPING, S.CHECKPOINTING, S.RESPAWNING):
                 self._changed.set()
                 self._changed = asyncio.Event()
-                continue  # the stop task finishes the job
+                continue  # the stop or checkpoint operation finishes the job
             uptime = session.uptime
             self._finish_session(unit)
             self._after_exit(unit, exit, uptime, None)
@@ -321,8 +448,10 @@ class Arbiter:
         if session is None:
             return
         leftovers = session.alive_tree()
+        self._cancel_delivery(unit)
         session.close()
         unit.session = None
+        unit.watcher = None
         self._persist_agents()
         if leftovers:
             log.warning("session_leftovers", unit=unit.name, pids=[p.pid for p in leftovers])
@@ -357,9 +486,23 @@ class Arbiter:
             unit.restarts += 1
             self._start(unit, why="restart after backoff")
 
-    async def _stop(self, unit: Unit, why: str) -> None:
-        """Commanded stop of one unit; returns when its whole tree is gone."""
+    def _cancel_delivery(self, unit: Unit) -> None:
+        if unit.delivery is not None and not unit.delivery.done():
+            unit.delivery.cancel()
+        unit.delivery = None
+
+    async def _stop(self, unit: Unit, why: str, checkpoint: bool = False) -> None:
+        """Commanded stop of one unit; returns when its whole tree is gone.
+
+        With ``checkpoint`` (a graceful stop), a running agent is checkpointed first.
+        """
         unit.commanded_stop = True
+        unit.sends.clear()
+        if unit.busy:
+            assert unit.op is not None
+            was_checkpoint = unit.state == S.CHECKPOINTING
+            await asyncio.shield(unit.op)
+            checkpoint = checkpoint and not was_checkpoint
         if unit.state == S.BACKOFF:
             if unit.timer is not None:
                 unit.timer.cancel()
@@ -370,19 +513,37 @@ class Arbiter:
         if unit.state == S.STOPPING and unit.stop_task is not None:
             await asyncio.shield(unit.stop_task)
             return
-        if unit.state not in (S.RUNNING, S.STARTING) or unit.session is None:
+        if unit.state != S.RUNNING or unit.session is None:
+            return
+        if checkpoint and unit.spec.checkpoint.enabled and unit.spec.checkpoint.on_stop and unit.adapter is not None:
+            unit.op = self._spawn_task(self._checkpoint(unit, "stop", then="stop", why=why))
+            await asyncio.shield(unit.op)
             return
         unit.stop_task = asyncio.ensure_future(self._terminate(unit, why))
         await asyncio.shield(unit.stop_task)
 
-    async def _terminate(self, unit: Unit, why: str) -> None:
+    async def _terminate(self, unit: Unit, why: str, graceful: bool = False) -> None:
+        self._set_state(unit, S.STOPPING, why)
+        await self._end_session(unit, graceful)
+        self._set_state(unit, S.INACTIVE, why, exit=unit.last_exit.describe() if unit.last_exit else None)
+
+    async def _end_session(self, unit: Unit, graceful: bool) -> None:
+        """End the current session: the adapter's quit keys (if graceful), then TERM and KILL to the tree."""
         session = unit.session
         assert session is not None
-        self._set_state(unit, S.STOPPING, why)
+        self._cancel_delivery(unit)
         timeout = self._stop_timeout(unit)
         # Snapshot the tree before the first signal: once the leader dies its
         # children are reparented and can no longer be found from it.
         tree = await asyncio.to_thread(session.refresh_tree)
+        if graceful and unit.adapter is not None and session.exit is None:
+            for data, pause in unit.adapter.quit().steps:
+                try:
+                    session.send(data)
+                except SpawnError:
+                    break
+                if await self._wait_for(lambda: session.exit is not None, max(pause, 0.05)):
+                    break
         session.signal_tree(signal.SIGTERM)
         session.signal_tree(signal.SIGCONT)
         survivors = await wait_gone(tree, self.clock() + timeout)
@@ -393,11 +554,217 @@ class Arbiter:
             await wait_gone(survivors, self.clock() + 10.0)
         self._reap_now(unit)
         await self._wait_for(lambda: session.exit is not None, 10.0)
+        if session.exit is not None:
+            unit.last_exit = session.exit
         session.close()
         unit.session = None
+        unit.watcher = None
         unit.stop_task = None
         self._persist_agents()
-        self._set_state(unit, S.INACTIVE, why, exit=session.exit.describe() if session.exit else None)
+
+    # ------------------------------------------------------ the continuity cycle
+    def _watch_contexts(self) -> None:
+        """Once a second: context figures, due checkpoints, queued text."""
+        for unit in self.units.values():
+            session = unit.session
+            if unit.state != S.RUNNING or session is None or unit.adapter is None:
+                continue
+            try:
+                unit.context = unit.adapter.context(session)
+            except Exception as exc:  # noqa: BLE001 - a broken meter must not stop supervision
+                log.warning("context_unavailable", unit=unit.name, error=str(exc))
+                unit.context = None
+            if unit.watcher is not None:
+                unit.watcher.tick()
+            if unit.busy or (unit.delivery is not None and not unit.delivery.done()):
+                continue
+            trigger = due(unit.spec, unit.context, session.uptime) if unit.spec.checkpoint.enabled else None
+            if trigger is not None:
+                log.info("checkpoint_due", unit=unit.name, trigger=trigger,
+                         context=unit.context.as_dict() if unit.context else None)
+                unit.op = self._spawn_task(self._checkpoint(unit, trigger, interrupt=trigger == "hard_limit"))
+                continue
+            if unit.sends and self._may_type(unit):
+                text = unit.sends.popleft()
+                self._spawn_task(self._type_message(unit, text))
+
+    def _person_typing(self, unit: Unit) -> bool:
+        at = unit.person_input_at
+        return bool(at) and time.monotonic() - at < PERSON_IDLE
+
+    def _may_type(self, unit: Unit) -> bool:
+        return unit.watcher is not None and unit.watcher.idle and not self._person_typing(unit)
+
+    async def _type_message(self, unit: Unit, text: str) -> None:
+        session, watcher = unit.session, unit.watcher
+        if session is None or watcher is None or unit.adapter is None:
+            return
+        await self._type(session, unit.adapter.encode(text))
+        watcher.submitted()
+        log.info("sent", unit=unit.name, session=session.session_id, bytes=len(text.encode()))
+
+    async def _wait_ready_to_type(self, unit: Unit, session: Session, deadline: float) -> bool:
+        """Wait until the turn has ended and no person is typing; False on exit or deadline."""
+        watcher = unit.watcher
+        assert watcher is not None
+        while session.exit is None and self.clock() < deadline:
+            watcher.tick()
+            if self._person_typing(unit):
+                unit.activity = "waiting: a person is typing in an attached terminal"
+            elif not watcher.idle:
+                unit.activity = "waiting for the agent's turn to end"
+            else:
+                return True
+            await self._wait_for(lambda: False, 0.1)
+        return False
+
+    async def _checkpoint(self, unit: Unit, trigger: str, then: str = "respawn", interrupt: bool = False,
+                          why: str | None = None) -> CycleRecord:
+        """The checkpoint protocol; ``then`` is "respawn" (the cycle) or "stop"."""
+        session, adapter, spec = unit.session, unit.adapter, unit.spec
+        assert session is not None and adapter is not None and unit.watcher is not None
+        root = self.settings.project_root
+        record = CycleRecord(unit=unit.name, trigger=trigger, old_session=session.session_id)
+        try:
+            figure = adapter.context(session)
+            record.tokens_before, record.window, record.exact = figure.used, figure.window, figure.exact
+        except Exception as exc:  # noqa: BLE001
+            record.notes.append(f"context unavailable: {exc}")
+        self._set_state(unit, S.CHECKPOINTING, f"checkpoint ({trigger})")
+        from .memory import memory_fingerprint, write_auto_checkpoint
+
+        await asyncio.to_thread(self._ensure_store)
+        before = await asyncio.to_thread(memory_fingerprint, root, spec.module)
+        unit.checkpoint_marker = {"trigger": trigger, "fingerprint": before, "session": session.session_id,
+                                  "transcript": str(session.transcript.text_path), "started": record.started}
+        self._persist_agents()
+        # A wakeup still being typed finishes first (it has its own deadline).
+        if unit.delivery is not None and not unit.delivery.done():
+            unit.activity = "waiting for the wakeup delivery to finish"
+            await asyncio.wait({unit.delivery})
+        deadline = self.clock() + spec.checkpoint.deadline
+        flushed = False
+        t = time.monotonic()
+        if interrupt and session.exit is None and not unit.watcher.idle:
+            record.notes.append("interrupted a running turn (hard limit)")
+            await self._type(session, adapter.interrupt())
+        ready = await self._wait_ready_to_type(unit, session, deadline)
+        record.step("wait_turn_end", t)
+        if ready:
+            watcher = unit.watcher
+            turns = watcher.turns_ended
+            t = time.monotonic()
+            unit.activity = "typing the checkpoint prompt"
+            await self._type(session, adapter.encode(checkpoint_prompt(spec)))
+            watcher.submitted()
+            record.step("type_prompt", t)
+            t = time.monotonic()
+            unit.activity = "waiting for the agent to write its notes"
+            turn_done = await self._wait_for_turn(unit, session, turns + 1, deadline)
+            changed = await asyncio.to_thread(memory_fingerprint, root, spec.module) != before
+            if turn_done and not changed:
+                grace_end = min(deadline, self.clock() + spec.checkpoint.grace)
+                while not changed and self.clock() < grace_end and session.exit is None:
+                    await self._wait_for(lambda: False, 0.25)
+                    changed = await asyncio.to_thread(memory_fingerprint, root, spec.module) != before
+            record.step("wait_flush", t)
+            flushed = turn_done and changed
+            if changed and not turn_done:
+                record.notes.append("files changed but the turn did not end before the deadline")
+        else:
+            record.notes.append("the agent exited" if session.exit is not None else "the turn did not end before the deadline")
+        t = time.monotonic()
+        if flushed:
+            record.flush = "verified"
+        else:
+            reason = "; ".join(record.notes) or "the agent did not write its notes"
+            try:
+                await asyncio.to_thread(write_auto_checkpoint, root, spec.module, reason, session.transcript.tail(4000))
+                record.flush = "auto"
+            except Exception as exc:  # noqa: BLE001 - the cycle must still end in a fresh session
+                log.error("auto_checkpoint_failed", unit=unit.name, error=str(exc))
+                record.flush = "failed"
+                record.notes.append(f"auto-checkpoint failed: {exc}")
+        record.step("verify", t)
+        log.info("checkpoint_flush", unit=unit.name, session=session.session_id, flush=record.flush, trigger=trigger)
+        t = time.monotonic()
+        unit.activity = "stopping the old session"
+        if then == "stop":
+            self._set_state(unit, S.STOPPING, why or f"checkpoint ({trigger}) then stop")
+        else:
+            self._set_state(unit, S.RESPAWNING, f"checkpoint ({trigger}) done; fresh session")
+        await self._end_session(unit, graceful=True)
+        record.step("stop_session", t)
+        unit.checkpoint_marker = None
+        if then == "stop":
+            record.outcome = "stopped"
+            unit.activity = None
+            self._set_state(unit, S.INACTIVE, why or "stopped after checkpoint",
+                            exit=unit.last_exit.describe() if unit.last_exit else None)
+            self._record_cycle(unit, record)
+            return record
+        t = time.monotonic()
+        new, problem = await self._launch(unit, f"respawn after checkpoint ({trigger})")
+        if new is None:
+            record.outcome = f"failed: {problem}"
+            unit.activity = None
+            self._record_cycle(unit, record)
+            self._after_exit(unit, ExitInfo(code=127), 0.0, f"could not respawn: {problem}")
+            return record
+        unit.restarts += 1
+        self._set_state(unit, S.RUNNING, f"fresh session after checkpoint ({trigger})", argv=new.argv)
+        record.new_session = new.session_id
+        if unit.delivery is not None:
+            await asyncio.wait({unit.delivery})
+        if unit.last_wakeup is not None:
+            record.wakeup_tokens = unit.last_wakeup.tokens
+        record.notes.append(f"wakeup {unit.wakeup_state}")
+        record.step("respawn", t)
+        record.outcome = "respawned"
+        record.finish_ratio()
+        self._record_cycle(unit, record)
+        return record
+
+    async def _wait_for_turn(self, unit: Unit, session: Session, count: int, deadline: float) -> bool:
+        watcher = unit.watcher
+        assert watcher is not None
+        while session.exit is None:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return False
+            if await watcher.wait_turns(count, min(remaining, 0.5)):
+                return True
+        return False
+
+    def _record_cycle(self, unit: Unit, record: CycleRecord) -> None:
+        unit.last_cycle = record.as_dict()
+        append_history(self.settings.state_path, record)
+        log.info("checkpoint_cycle", **{k: v for k, v in record.as_dict().items() if k != "unit"}, unit=unit.name)
+        self._persist_agents()
+
+    async def _finish_interrupted_checkpoint(self, name: str, rec: dict[str, Any]) -> None:
+        """A daemon died during a checkpoint: make sure nothing the cycle owed is lost."""
+        from .memory import memory_fingerprint, write_auto_checkpoint
+
+        marker = rec["checkpoint"]
+        module = rec.get("module")
+        root = self.settings.project_root
+        record = CycleRecord(unit=name, trigger=f"{marker.get('trigger')} (interrupted: daemon restart)",
+                             old_session=marker.get("session"))
+        try:
+            changed = await asyncio.to_thread(memory_fingerprint, root, module) != marker.get("fingerprint")
+            if changed:
+                record.flush = "verified"
+            else:
+                tail = _read_tail(Path(marker.get("transcript", "")), 4000)
+                await asyncio.to_thread(write_auto_checkpoint, root, module,
+                                        "the daemon stopped in the middle of a checkpoint", tail)
+                record.flush = "auto"
+        except Exception as exc:  # noqa: BLE001 - never block the daemon's start on this
+            record.notes.append(f"auto-checkpoint failed: {exc}")
+        record.outcome = "fresh session at daemon start"
+        append_history(self.settings.state_path, record)
+        log.warning("checkpoint_interrupted", unit=name, flush=record.flush)
 
     def _reap_now(self, unit: Unit) -> None:
         if unit.session is not None and unit.session.exit is None:
@@ -425,27 +792,45 @@ class Arbiter:
                 continue
             if unit.state == S.FAILED:
                 unit.tracker.reset()
-            self._start(unit, why="start command")
+            await asyncio.shield(self._start(unit, why="start command"))
             result[unit.name] = unit.state.value
         return result
 
-    async def stop_units(self, names: list[str] | None, why: str = "stop command") -> dict[str, str]:
+    async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False) -> dict[str, str]:
         targets = [self._unit(n) for n in names] if names else list(self.units.values())
-        await asyncio.gather(*(self._stop(u, why) for u in targets))
+        await asyncio.gather(*(self._stop(u, why, checkpoint=not now) for u in targets))
         return {u.name: u.state.value for u in targets}
 
-    async def restart_units(self, names: list[str] | None) -> dict[str, str]:
+    async def restart_units(self, names: list[str] | None, now: bool = False) -> dict[str, str]:
         targets = [self._unit(n) for n in names] if names else [u for u in self.units.values() if u.state != S.INACTIVE or u.spec.unit.enabled]
-        await asyncio.gather(*(self._stop(u, "restart command") for u in targets))
-        result = {}
-        for unit in targets:
-            if unit.state == S.FAILED:
-                unit.tracker.reset()
-            if unit.state in (S.INACTIVE, S.FAILED):
-                unit.restarts += 1
-                self._start(unit, why="restart command")
-            result[unit.name] = unit.state.value
-        return result
+        await asyncio.gather(*(self._restart(u, now) for u in targets))
+        return {u.name: u.state.value for u in targets}
+
+    async def _restart(self, unit: Unit, now: bool) -> None:
+        if unit.busy and unit.op is not None:
+            await asyncio.shield(unit.op)
+        graceful = (not now and unit.state == S.RUNNING and unit.session is not None and unit.adapter is not None
+                    and unit.spec.checkpoint.enabled and unit.spec.checkpoint.on_stop)
+        if graceful:
+            unit.op = self._spawn_task(self._checkpoint(unit, "restart"))
+            await asyncio.shield(unit.op)
+            return
+        await self._stop(unit, "restart command")
+        if unit.state == S.FAILED:
+            unit.tracker.reset()
+        if unit.state in (S.INACTIVE, S.FAILED):
+            unit.restarts += 1
+            await asyncio.shield(self._start(unit, why="restart command"))
+
+    async def checkpoint_unit(self, name: str) -> dict[str, Any]:
+        unit = self._unit(name)
+        if unit.busy and unit.op is not None:
+            raise ControlError(f"unit {name!r} is {unit.state.value}: an operation is already running ({unit.activity or 'starting'})")
+        if unit.state != S.RUNNING or unit.session is None or unit.adapter is None:
+            raise ControlError(f"unit {name!r} is {unit.state.value}, not running: nothing to checkpoint")
+        unit.op = self._spawn_task(self._checkpoint(unit, "command"))
+        record = await asyncio.shield(unit.op)
+        return record.as_dict()
 
     async def reset_failed(self, names: list[str] | None) -> dict[str, str]:
         targets = [self._unit(n) for n in names] if names else [u for u in self.units.values() if u.state == S.FAILED]
@@ -468,7 +853,7 @@ class Arbiter:
             log.error("unit_invalid", path=str(err.path), error=err.message)
         # Removed units (a unit whose file is now invalid is kept running as it was).
         removed = [u for name, u in self.units.items() if name not in specs and name not in bad_names]
-        await asyncio.gather(*(self._stop(u, "removed by reload") for u in removed))
+        await asyncio.gather(*(self._stop(u, "removed by reload", checkpoint=True) for u in removed))
         for unit in removed:
             self.units.pop(unit.name, None)
             report["stopped"].append(unit.name)
@@ -476,7 +861,7 @@ class Arbiter:
             spec = specs[name]
             unit = self.units.get(name)
             if unit is None:
-                unit = Unit(spec=spec, tracker=RestartTracker(spec.restart.config()))
+                unit = self._new_unit(spec)
                 self.units[name] = unit
                 if spec.unit.enabled:
                     self._start(unit, why="added by reload")
@@ -488,10 +873,11 @@ class Arbiter:
                 unit.spec = spec  # description may have changed
                 report["kept"].append(name)
                 continue
-            was_active = unit.state in (S.RUNNING, S.STARTING, S.BACKOFF)
-            await self._stop(unit, "changed by reload")
+            was_active = unit.state in (S.RUNNING, S.STARTING, S.BACKOFF, S.CHECKPOINTING, S.RESPAWNING)
+            await self._stop(unit, "changed by reload", checkpoint=True)
             unit.spec = spec
             unit.tracker = RestartTracker(spec.restart.config())
+            unit.adapter = self._make_adapter(spec)
             if unit.state == S.FAILED:
                 self._set_state(unit, S.INACTIVE, "changed by reload")
             if spec.unit.enabled or was_active:
@@ -503,17 +889,37 @@ class Arbiter:
         return report
 
     async def send(self, name: str, text: str, enter: bool = True) -> dict[str, Any]:
+        """Type ``text`` into the agent: now if its turn has ended, else at the next turn end."""
         unit = self._unit(name)
-        if unit.state != S.RUNNING or unit.session is None:
+        if unit.state in (S.CHECKPOINTING, S.RESPAWNING) or (unit.busy and unit.state != S.STARTING):
+            raise ControlError(
+                f"unit {name!r} is {unit.state.value} ({unit.activity or 'busy'}): nothing is typed into an agent "
+                "during a checkpoint; send again when `agentd status` shows it running"
+            )
+        if unit.state not in (S.RUNNING, S.STARTING):
             raise ControlError(f"unit {name!r} is {unit.state.value}, not running: nothing to type into")
-        data = text.encode() + (b"\r" if enter else b"")
-        unit.session.send(data)
-        log.info("sent", unit=name, session=unit.session.session_id, bytes=len(data))
-        return {"unit": name, "bytes": len(data)}
+        if not enter:
+            if unit.session is None:
+                raise ControlError(f"unit {name!r} is still starting")
+            unit.session.send(text.encode())
+            return {"unit": name, "delivered": "now", "bytes": len(text.encode())}
+        waiting = (unit.delivery is not None and not unit.delivery.done()) or unit.busy
+        if not waiting and not unit.sends and self._may_type(unit):
+            await self._type_message(unit, text)
+            return {"unit": name, "delivered": "now", "bytes": len(text.encode())}
+        unit.sends.append(text)
+        return {"unit": name, "delivered": "queued", "position": len(unit.sends),
+                "note": "the agent is busy; agentd types it at the next turn end"}
 
     async def status(self, names: list[str] | None) -> dict[str, Any]:
         targets = [self._unit(n) for n in names] if names else list(self.units.values())
         await self._refresh_stats(targets)
+        for unit in targets:
+            if unit.session is not None and unit.adapter is not None:
+                try:
+                    unit.context = unit.adapter.context(unit.session)
+                except Exception:  # noqa: BLE001 - shown as unknown
+                    unit.context = None
         now = time.time()
         rows = []
         for unit in targets:
@@ -535,6 +941,14 @@ class Arbiter:
                     "transcript_bytes": session.transcript.raw_bytes if session else None,
                     "enabled": unit.spec.unit.enabled,
                     "module": unit.spec.module,
+                    "kind": unit.spec.agent.kind,
+                    "context": unit.context.as_dict() if unit.context and session else None,
+                    "turn": unit.watcher.state.value if unit.watcher and session else None,
+                    "activity": unit.activity,
+                    "wakeup": unit.wakeup_state if session else None,
+                    "queued_sends": len(unit.sends),
+                    "last_checkpoint": _cycle_summary(unit.last_cycle),
+                    "viewers": unit.viewers,
                 }
             )
         return {
@@ -564,7 +978,7 @@ class Arbiter:
 
         await asyncio.to_thread(collect)
 
-    async def shutdown(self) -> dict[str, Any]:
+    async def shutdown(self, now: bool = False) -> dict[str, Any]:
         if self._shutdown_started:
             await self._done.wait()
             return {"stopped": True}
@@ -575,7 +989,7 @@ class Arbiter:
             if unit.timer is not None:
                 unit.timer.cancel()
                 unit.timer = None
-        await self.stop_units(None, why="daemon shutdown")
+        await self.stop_units(None, why="daemon shutdown", now=now)
         self._agents_file.unlink(missing_ok=True)
         self._done.set()
         self._events.put_nowait(("stop", None))
@@ -606,10 +1020,13 @@ class Arbiter:
             return await self.start_units(names(args))
 
         async def stop(args: dict[str, Any]) -> Any:
-            return await self.stop_units(names(args))
+            return await self.stop_units(names(args), now=bool(args.get("now")))
 
         async def restart(args: dict[str, Any]) -> Any:
-            return await self.restart_units(names(args))
+            return await self.restart_units(names(args), now=bool(args.get("now")))
+
+        async def checkpoint(args: dict[str, Any]) -> Any:
+            return await self.checkpoint_unit(args.get("unit", ""))
 
         async def reset(args: dict[str, Any]) -> Any:
             return await self.reset_failed(names(args))
@@ -624,7 +1041,7 @@ class Arbiter:
             return await self.send(args.get("unit", ""), text, bool(args.get("enter", True)))
 
         async def shutdown(args: dict[str, Any]) -> Any:
-            return await self.shutdown()
+            return await self.shutdown(now=bool(args.get("now")))
 
         async def attach(args: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             from .attach import serve_attach
@@ -635,12 +1052,13 @@ class Arbiter:
             "ping": Command(ping, help="is the daemon alive"),
             "status": Command(status, frozenset({"units"}), "units and their state"),
             "start": Command(start, frozenset({"units"}), "start units (all enabled when none given)"),
-            "stop": Command(stop, frozenset({"units"}), "stop units"),
-            "restart": Command(restart, frozenset({"units"}), "restart units"),
+            "stop": Command(stop, frozenset({"units", "now"}), "stop units (checkpoint first unless now)"),
+            "restart": Command(restart, frozenset({"units", "now"}), "restart units (through a checkpoint unless now)"),
+            "checkpoint": Command(checkpoint, frozenset({"unit"}), "run a checkpoint cycle now"),
             "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
             "reload": Command(reload, help="re-read unit files"),
             "send": Command(send, frozenset({"unit", "text", "enter"}), "type text into an agent"),
-            "shutdown": Command(shutdown, help="stop every unit, then the daemon"),
+            "shutdown": Command(shutdown, frozenset({"now"}), "stop every unit, then the daemon"),
             "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols"}), "relay a live session", stream=True),
         }
 
@@ -676,6 +1094,23 @@ class Arbiter:
             return 0
         unit.viewers = max(0, unit.viewers + delta)
         return unit.viewers
+
+
+def _cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not cycle:
+        return None
+    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session")
+    return {k: cycle.get(k) for k in keys}
+
+
+def _read_tail(path: Path, size: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _group_members(pgid: int, leader_ctime: float) -> list[psutil.Process]:

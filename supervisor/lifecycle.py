@@ -8,6 +8,8 @@ rule here is testable by replaying histories.
     inactive -> starting -> running -> stopping -> inactive
     running  -> (exit, not commanded) -> backoff -> starting
     backoff  -> failed            (start limit hit; reason kept; reset-failed -> inactive)
+    running  -> checkpointing -> respawning -> running   (the continuity cycle)
+    checkpointing -> stopping     (a graceful stop checkpoints first)
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class UnitState(str, enum.Enum):
     STOPPING = "stopping"
     BACKOFF = "backoff"
     FAILED = "failed"
+    CHECKPOINTING = "checkpointing"
+    RESPAWNING = "respawning"
 
 
 S = UnitState
@@ -36,7 +40,10 @@ TRANSITIONS: dict[UnitState, frozenset[UnitState]] = {
     # starting -> backoff: spawn failed, retry later; starting -> inactive: stop while starting.
     S.STARTING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING, S.INACTIVE}),
     # running -> backoff/failed/inactive: the agent exited on its own.
-    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE}),
+    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE, S.CHECKPOINTING}),
+    # the continuity cycle: checkpoint, then a fresh session (or a stop).
+    S.CHECKPOINTING: frozenset({S.RESPAWNING, S.STOPPING}),
+    S.RESPAWNING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING}),
     S.STOPPING: frozenset({S.INACTIVE}),
     S.BACKOFF: frozenset({S.STARTING, S.INACTIVE, S.FAILED}),
     S.FAILED: frozenset({S.INACTIVE, S.STARTING}),

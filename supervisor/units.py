@@ -15,9 +15,9 @@ Sections::
     [scope]       module, paths (globs), forbid (globs), shared (globs)
     [restart]     policy (no|on-failure|always), initial_delay, max_delay, multiplier,
                   reset_after, burst, interval, stop_timeout
-    [wakeup]      command (argv list, optional), budget (tokens)
-    [context]     reserved for the continuity cycle: window, checkpoint_at, hard_limit, ...
-    [checkpoint]  reserved for the continuity cycle: prompt, deadline
+    [wakeup]      command (argv list, optional), budget (tokens), on_start
+    [context]     window, checkpoint_at, hard_limit, max_session_age, restart_every
+    [checkpoint]  enabled, prompt, deadline, grace, on_stop, ready_timeout
     [schedule]    reserved for scheduled runs: start, stop, timezone, max_runtime
 """
 
@@ -150,6 +150,7 @@ class RestartSection(_Section):
 class WakeupSection(_Section):
     command: tuple[str, ...] | None = None
     budget: int = Field(default=2500, ge=200, le=100_000)
+    on_start: bool = Field(default=True, description="every fresh session starts from the wakeup")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -160,7 +161,7 @@ class WakeupSection(_Section):
 
 
 class ContextSection(_Section):
-    """Reserved for the continuity cycle (context watch)."""
+    """When a session needs a checkpoint: context thresholds and session age."""
 
     window: int = Field(default=200_000, gt=0)
     checkpoint_at: float = Field(default=0.70, gt=0, lt=1)
@@ -170,10 +171,14 @@ class ContextSection(_Section):
 
 
 class CheckpointSection(_Section):
-    """Reserved for the continuity cycle (checkpoint protocol)."""
+    """How a checkpoint runs (see supervisor.checkpoint)."""
 
+    enabled: bool = True
     prompt: str | None = None
-    deadline: float = Field(default=300.0, gt=0)
+    deadline: float = Field(default=300.0, gt=0, description="seconds for the agent's turn after the prompt")
+    grace: float = Field(default=15.0, ge=0, description="seconds after that turn for the files to change")
+    on_stop: bool = Field(default=True, description="checkpoint before a graceful stop or restart")
+    ready_timeout: float = Field(default=60.0, gt=0, description="seconds for a fresh agent to become idle")
 
 
 class ScheduleSection(_Section):

@@ -56,7 +56,7 @@ def test_start_status_stop_ends_every_process(project: Project) -> None:
     assert re.search(r"worker\s+running\s+%d" % worker["pid"], table.stdout)
     everything = [worker["pid"], stubborn["pid"], *kids]
 
-    project.agentd("stop")
+    project.agentd("stop", "--now")  # no checkpoint: straight to TERM, then KILL
 
     for pid in everything + [daemon]:
         assert not alive(pid), f"pid {pid} survived agentd stop"
