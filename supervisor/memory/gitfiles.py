@@ -28,7 +28,9 @@ from .store import AGENT_DIR
 
 GIT_TIMEOUT = 60.0
 WALK_LIMIT = 5000
-SKIP_DIRS = {".git", AGENT_DIR, ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
+#: agentd's own state directory (its default name): transcripts and sockets are never project files.
+STATE_DIR = ".agentd"
+SKIP_DIRS = {".git", AGENT_DIR, STATE_DIR, ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
 
 
 @dataclass
@@ -121,9 +123,10 @@ def _pathspecs(patterns: Sequence[str]) -> list[str]:
 
 
 def _split_z(data: bytes) -> list[str]:
-    """NUL-separated git output, without anything under .agent/."""
+    """NUL-separated git output, without anything under .agent/ or agentd's state directory."""
     out = data.decode("utf-8", errors="surrogateescape").split("\0")
-    return [p for p in out if p and not p.startswith(AGENT_DIR + "/") and f"\t{AGENT_DIR}/" not in p]
+    hidden = (AGENT_DIR + "/", STATE_DIR + "/")
+    return [p for p in out if p and not p.startswith(hidden) and not any(f"\t{h}" in p for h in hidden)]
 
 
 def list_files(root: Path, patterns: Sequence[str], *, limit: int | None = None) -> list[str]:
