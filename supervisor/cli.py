@@ -390,6 +390,41 @@ def render_history(records: list[dict]) -> str:
 
 
 @cli.command()
+@click.option("--unit", "unit_name", envvar="AGENTD_UNIT", required=True, help="the unit (default: $AGENTD_UNIT)")
+@click.argument("payload", required=False)
+def notify(unit_name: str, payload: str | None) -> None:
+    """Forward an event from the agent (Codex notify, Claude Code hooks) to the daemon.
+
+    PAYLOAD is the event as JSON (Codex passes it as the last argument); without
+    it the JSON is read from stdin (hooks).  Anything the daemon answers for the
+    agent (a hook's output) is printed.  Never fails the agent: problems go to
+    stderr and the exit code stays 0.
+    """
+    import json
+    import os
+
+    from .control import call
+
+    raw = payload if payload is not None else sys.stdin.read()
+    try:
+        event = json.loads(raw) if raw.strip() else {}
+        if not isinstance(event, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        click.echo(f"agentd notify: payload is not a JSON object: {exc}", err=True)
+        return
+    socket_path = os.environ.get("AGENTD_SOCKET")
+    try:
+        path = Path(socket_path) if socket_path else click.get_current_context().find_object(AppContext).settings.socket_path
+        reply = call(path, "agent-event", timeout=20.0, unit=unit_name, session=os.environ.get("AGENTD_SESSION"), event=event)
+    except Exception as exc:  # noqa: BLE001 - an agent's hook must never break on agentd
+        click.echo(f"agentd notify: {exc}", err=True)
+        return
+    if isinstance(reply, dict) and reply.get("output"):
+        click.echo(reply["output"])
+
+
+@cli.command()
 @pass_app
 def check(app: AppContext) -> None:
     """Validate every unit file without starting anything (exit 1 on errors)."""

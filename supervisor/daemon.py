@@ -911,6 +911,40 @@ class Arbiter:
         return {"unit": name, "delivered": "queued", "position": len(unit.sends),
                 "note": "the agent is busy; agentd types it at the next turn end"}
 
+    async def agent_event(self, name: str, event: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+        """An event from the agent itself (``agentd notify``): turn ends, compactions, hooks."""
+        unit = self._unit(name)
+        session = unit.session
+        if session is None or unit.adapter is None:
+            return {"ignored": f"unit {name!r} has no running session"}
+        if session_id and session_id != session.session_id:
+            return {"ignored": f"session {session_id} is not the current one ({session.session_id})"}
+        meanings = unit.adapter.on_agent_event(session, event)
+        log.info("agent_event", unit=name, session=session.session_id, meanings=meanings,
+                 type=event.get("type") or event.get("hook_event_name"))
+        if "turn_end" in meanings and unit.watcher is not None:
+            unit.watcher.turn_ended()
+        wakeup: WakeupText | None = None
+        if "compacted" in meanings or "inject_wakeup" in meanings:
+            wakeup = await asyncio.to_thread(unit_wakeup, unit.spec, self.settings.project_root)
+        if "compacted" in meanings or "pre_compact" in meanings:
+            record = CycleRecord(unit=name, trigger="agent compacted" if "compacted" in meanings else "agent about to compact",
+                                 old_session=session.session_id, new_session=session.session_id)
+            if unit.context is not None:
+                record.tokens_before, record.window, record.exact = unit.context.used, unit.context.window, unit.context.exact
+            record.flush = "skipped"
+            record.outcome = "wakeup re-injected" if wakeup is not None else "recorded"
+            if wakeup is not None:
+                record.wakeup_tokens = wakeup.tokens
+                record.finish_ratio()
+            self._record_cycle(unit, record)
+        if "pre_compact" in meanings and not unit.busy and unit.spec.checkpoint.enabled:
+            unit.op = self._spawn_task(self._checkpoint(unit, "pre_compact"))
+        if "inject_wakeup" in meanings and wakeup is not None:
+            unit.sends.append(wakeup.text)
+        output = unit.adapter.hook_output(event, meanings, wakeup.text if wakeup else None)
+        return {"meanings": meanings, "output": output}
+
     async def status(self, names: list[str] | None) -> dict[str, Any]:
         targets = [self._unit(n) for n in names] if names else list(self.units.values())
         await self._refresh_stats(targets)
@@ -1043,6 +1077,12 @@ class Arbiter:
         async def shutdown(args: dict[str, Any]) -> Any:
             return await self.shutdown(now=bool(args.get("now")))
 
+        async def agent_event(args: dict[str, Any]) -> Any:
+            event = args.get("event")
+            if not isinstance(event, dict):
+                raise ControlError("agent-event: event must be a JSON object")
+            return await self.agent_event(args.get("unit", ""), event, args.get("session"))
+
         async def attach(args: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             from .attach import serve_attach
 
@@ -1055,6 +1095,7 @@ class Arbiter:
             "stop": Command(stop, frozenset({"units", "now"}), "stop units (checkpoint first unless now)"),
             "restart": Command(restart, frozenset({"units", "now"}), "restart units (through a checkpoint unless now)"),
             "checkpoint": Command(checkpoint, frozenset({"unit"}), "run a checkpoint cycle now"),
+            "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)"),
             "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
             "reload": Command(reload, help="re-read unit files"),
             "send": Command(send, frozenset({"unit", "text", "enter"}), "type text into an agent"),

@@ -208,9 +208,21 @@ class Adapter(ABC):
         """The session's context use now (cheap: called on every status and tick)."""
 
     def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[str]:
-        """An event the agent reported (notify, hook); returns what it means:
-        any of ``"turn_end"``, ``"compacted"``, ``"pre_compact"``.  Default: nothing."""
+        """An event the agent reported through ``agentd notify`` (Codex ``notify``, Claude
+        Code hooks); returns what it means, any of:
+
+        ``"turn_end"``       the agent finished a turn (its own signal; the watcher is told);
+        ``"pre_compact"``    the agent is about to compact on its own (recorded; checkpoint if time);
+        ``"compacted"``      the agent compacted anyway (recorded; the wakeup must follow);
+        ``"inject_wakeup"``  agentd should type the wakeup at the next turn end.
+
+        Default: nothing (the event is only logged)."""
         return []
+
+    def hook_output(self, event: Mapping[str, Any], meanings: list[str], wakeup: str | None) -> str | None:
+        """What ``agentd notify`` prints for the agent (hook answers such as additional
+        context); ``wakeup`` is given when a meaning asks for it.  Default: nothing."""
+        return None
 
     def state_dir(self, session_id: str) -> Path:
         """A private directory for this session's adapter files (under the state dir)."""
