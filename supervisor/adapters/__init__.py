@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Adapter
+from .claude import ClaudeAdapter
 from .generic import GenericAdapter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ADAPTERS", "AdapterUnavailable", "make_adapter"]
 
 #: kind -> adapter class, for the kinds that are implemented.
-ADAPTERS: dict[str, type[Adapter]] = {GenericAdapter.kind: GenericAdapter}
+ADAPTERS: dict[str, type[Adapter]] = {GenericAdapter.kind: GenericAdapter, ClaudeAdapter.kind: ClaudeAdapter}
 
 
 class AdapterUnavailable(NotImplementedError):

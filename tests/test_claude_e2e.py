@@ -1,0 +1,304 @@
+"""The continuity cycle with the REAL Claude Code CLI against the project's fake Messages API.
+
+Claude Code (the native binary, pinned by ``tests/install_claude.sh``) runs
+under the real daemon, which runs with the fake server (``tests/fake_anthropic.py``)
+inside a user + network namespace that has only loopback (``unshare -rn``), so
+nothing can reach the internet.  The test talks to the daemon from outside
+the namespace: the control socket is a file, so connecting to it crosses the
+network namespace, and ``SO_PEERCRED`` sees the caller's uid mapped into the
+namespace (root -> 0 as root; the caller's own uid -> 0 for an ordinary user),
+which equals the daemon's.  The fake server's usage figures are steered through
+its control file for the same reason.
+
+Scenarios: the first request carries the wakeup in the system prompt; usage
+past the threshold leads to a checkpoint whose tool call writes the engram
+and a decision, and the new session's first request carries them; kill -9
+leads to a restart with the wakeup; ``/compact`` typed by hand leads to the
+wakeup re-injected through the SessionStart hook; stop leaves nothing running.
+
+The binary: ``$AGENTD_CLAUDE_BIN`` or ``.cache/npm-claude`` (``bash tests/install_claude.sh``).
+Missing, these tests skip locally and FAIL when ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from supervisor.adapters.claude import KICKOFF
+from tests.conftest import AGENTD, Project, alive, clean_env, processes_of, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_SERVER = REPO / "tests" / "fake_anthropic.py"
+PORT = 8765  # a fresh network namespace: always free
+API_KEY = "sk-ant-fake-agentd-test-0123456789abcdef"
+CONSTRAINT = "Do not touch the DB schema."
+TASK = "Port the parser to the new API."
+
+
+def claude_binary() -> Path | None:
+    env = os.environ.get("AGENTD_CLAUDE_BIN")
+    if env:
+        return Path(env) if os.access(env, os.X_OK) else None
+    found = sorted((REPO / ".cache" / "npm-claude" / "node_modules" / "@anthropic-ai").glob("claude-code-linux-*/claude"))
+    return found[0] if found and os.access(found[0], os.X_OK) else None
+
+
+def _netns_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: these tests must run; see tests/install_claude.sh)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def claude_bin() -> Path:
+    path = claude_binary()
+    if path is None:
+        _unavailable("Claude Code is not installed: run `bash tests/install_claude.sh` (or set AGENTD_CLAUDE_BIN)")
+    if not _netns_works():
+        _unavailable("cannot create a loopback-only network namespace (`unshare -rn`)")
+    assert path is not None
+    return path
+
+
+@dataclass
+class Jail:
+    """The daemon and the fake server in one loopback-only namespace; the test outside."""
+
+    project: Project
+    proc: subprocess.Popen[bytes]
+    log: Path
+    control: Path
+    port_file: Path
+
+    def server_pid(self) -> int | None:
+        try:
+            return int(self.port_file.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def set_usage(self, tokens: int | None, when: str | None = None) -> None:
+        tmp = self.control.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"input_tokens": tokens, "when": when}))
+        os.replace(tmp, self.control)
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written
+        return out
+
+    def turns(self) -> list[dict[str, Any]]:
+        """Bodies of the main conversation's requests (the ones with tools), in order."""
+        return [e["body"] for e in self.entries()
+                if e.get("method") == "POST" and "/v1/messages" in e.get("path", "") and "count_tokens" not in e["path"]
+                and isinstance(e.get("body"), dict) and e["body"].get("tools")]
+
+    def stop(self) -> None:
+        """Everything this jail started ends (the daemon's own stop is tried first by the caller)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        pid = self.server_pid()
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not alive(pid), 10, what="the fake server to end")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    return json.dumps(body.get("system") or "")
+
+
+def message_text(body: dict[str, Any], roles: tuple[str, ...] = ("user", "system")) -> str:
+    """All text of the request's messages of those roles (not the system prompt)."""
+    parts = []
+    for message in body.get("messages") or []:
+        if message.get("role") not in roles:
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        for block in content or []:
+            if isinstance(block, dict) and block.get("type") == "text":
+                parts.append(block.get("text", ""))
+    return "\n".join(parts)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            return message_text({"messages": [message]}, ("user",))
+    return ""
+
+
+def setup(project: Project, binary: Path, restart: str = "") -> None:
+    project.agentd("init")
+    (project.root / ".agent" / "constraints.md").write_text(f"# Hard constraints\n\n- {CONSTRAINT}\n")
+    (project.root / ".agent" / "current-task.md").write_text(f"# Current task\n\n{TASK}\n\nState at interruption: (not set)\n")
+    env = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}", "ANTHROPIC_API_KEY": API_KEY}
+    project.unit(
+        "claude",
+        f"""
+[unit]
+enabled = false
+[agent]
+kind = "claude"
+command = [{json.dumps(str(binary))}]
+env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}
+[restart]
+stop_timeout = 5
+initial_delay = 0.2
+{restart}
+[context]
+window = 200000
+checkpoint_at = 0.70
+[checkpoint]
+deadline = 90
+grace = 5
+""",
+    )
+
+
+@pytest.fixture
+def jail(project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
+    setup(project, claude_bin)
+    log, control, port_file = tmp_path / "requests.jsonl", tmp_path / "control.json", tmp_path / "port"
+    control.write_text("{}")
+    home = tmp_path / "home"  # Claude Code writes a little into $HOME: keep it out of the real one
+    home.mkdir()
+    server = shlex.join([sys.executable, str(FAKE_SERVER), "--port", str(PORT), "--port-file", str(port_file),
+                         "--log", str(log), "--control-file", str(control)])
+    script = f'ip link set lo up && {{ {server} & }} && exec "$@"'
+    daemon = [*AGENTD, "--root", str(project.root), "start", "--foreground"]
+    out = open(tmp_path / "daemon.out", "wb")
+    proc = subprocess.Popen(["unshare", "-rn", "sh", "-c", script, "sh", *daemon], cwd=project.root,
+                            env=clean_env(HOME=str(home)), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    out.close()
+    j = Jail(project, proc, log, control, port_file)
+    try:
+        wait_until(lambda: port_file.exists() or proc.poll() is not None, 60, what="the fake server")
+        wait_until(lambda: project.agentd("status", check=False).returncode in (0, 3) or proc.poll() is not None, 60,
+                   interval=0.2, what="the daemon's socket")
+        assert proc.poll() is None, (tmp_path / "daemon.out").read_text()
+        yield j
+    finally:
+        try:
+            if proc.poll() is None:
+                project.agentd("stop", check=False, timeout=90)
+        finally:
+            project.cleanup()
+            j.stop()
+
+
+def start_and_first_turn(j: Jail) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start the unit; return its status row once the first turn ended, and that turn's first request."""
+    before = len(j.turns())
+    j.project.agentd("start", "claude")
+    wait_until(lambda: len(j.turns()) > before, 90, what="Claude Code's first request")
+    first = j.turns()[before]
+    row = wait_until(lambda: (r := j.project.unit_status("claude")) and r["state"] == "running" and r["turn"] == "idle" and r,
+                     90, interval=0.1, what="the first turn to end (Stop hook)")
+    return row, first
+
+
+def test_wakeup_threshold_checkpoint_respawn_and_stop(jail: Jail) -> None:
+    project = jail.project
+    row, first = start_and_first_turn(jail)
+    # the wakeup is a real system message, and the first turn started at once
+    assert CONSTRAINT in system_text(first) and TASK in system_text(first)
+    assert KICKOFF in message_text(first)
+    assert row["wakeup"] == "delivered via system-prompt" and row["context"]["exact"]
+    assert row["context"]["used"] > 0 and row["context"]["ratio"] < 0.7
+    # the agent's reported usage passes 70 % -> one checkpoint through the agent's own tool call
+    jail.set_usage(150_000, when="GROW")
+    project.agentd("send", "claude", "GROW the context with this step")
+    wait_until(lambda: project.agentd("history", "claude", "--json").stdout.strip(), 120, interval=0.2,
+               what="a checkpoint cycle")
+    record = json.loads(project.agentd("history", "claude", "--json").stdout.splitlines()[0])
+    assert record["trigger"] == "threshold" and record["flush"] == "verified" and record["outcome"] == "respawned"
+    assert record["exact"] and record["tokens_before"] >= 150_000 and record["window"] == 200_000
+    engram = (project.root / ".agent" / "engram.md").read_text()
+    notes = [line for line in engram.splitlines() if "fake model checkpoint" in line]
+    assert len(notes) == 1
+    decisions = (project.root / ".agent" / "decisions-claude.log").read_text()
+    assert "fake model decision" in decisions
+    seq = notes[0].split("fake model checkpoint ")[1].split(":")[0]
+    # the new session's first request carries the engram line and the decision in its system prompt
+    def new_first() -> dict[str, Any] | None:
+        return next((b for b in jail.turns() if KICKOFF in message_text(b)
+                     and f"fake model decision {seq}" in system_text(b)), None)
+
+    body = wait_until(new_first, 90, what="the fresh session's first request")
+    assert f"fake model checkpoint {seq}" in system_text(body) and CONSTRAINT in system_text(body)
+    new = project.wait_state("claude", "running", 60)
+    assert new["session"] == record["new_session"] and new["pid"] != row["pid"]
+    assert not alive(row["pid"])
+    # stop: the checkpoint on stop, then nothing is left running
+    claude_pid = new["pid"]
+    project.agentd("stop")
+    jail.proc.wait(timeout=90)
+    assert processes_of(project.root) == []
+    assert not alive(claude_pid)
+    assert not [p for p in psutil.process_iter(["exe"]) if p.info["exe"] and "claude-code-linux" in p.info["exe"]
+                and _in_project(p, project.root)]
+
+
+def _in_project(proc: psutil.Process, root: Path) -> bool:
+    try:
+        return proc.cwd().startswith(str(root))
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) -> None:
+    project = jail.project
+    row, _ = start_and_first_turn(jail)
+    # kill -9 -> a restart that starts from the wakeup again
+    before = len(jail.turns())
+    os.kill(row["pid"], signal.SIGKILL)
+    new = wait_until(lambda: (r := project.unit_status("claude")) and r["state"] == "running" and r["pid"] != row["pid"]
+                     and r["turn"] == "idle" and r, 90, interval=0.1, what="the restarted session's first turn")
+    assert new["restarts"] >= 1 and new["last_exit"]
+    restarted = [b for b in jail.turns()[before:] if KICKOFF in message_text(b)]
+    assert restarted and CONSTRAINT in system_text(restarted[0]) and TASK in system_text(restarted[0])
+    # /compact typed by hand -> SessionStart(compact) -> agentd answers with the wakeup as additional context
+    project.agentd("send", "claude", "/compact")
+    wait_until(lambda: any(json.loads(line)["trigger"] == "agent compacted"
+                           for line in project.agentd("history", "claude", "--json").stdout.splitlines() if line.strip()),
+               90, interval=0.2, what="the compaction to be recorded")
+    record = [json.loads(line) for line in project.agentd("history", "claude", "--json").stdout.splitlines() if line.strip()][-1]
+    assert record["outcome"] == "wakeup re-injected" and record["wakeup_tokens"] > 0
+    wait_until(lambda: project.unit_status("claude")["turn"] == "idle", 60, interval=0.1, what="the /compact to end")
+    project.agentd("send", "claude", "hello after the compaction")
+    body = wait_until(lambda: next((b for b in jail.turns() if "hello after the compaction" in last_user_text(b)), None),
+                      90, what="the request after the compaction")
+    context = message_text(body)  # the conversation itself, not the system prompt
+    assert "SessionStart hook additional context" in context
+    assert CONSTRAINT in context and TASK in context
+    project.agentd("stop")
+    jail.proc.wait(timeout=90)
+    assert processes_of(project.root) == []
