@@ -58,7 +58,8 @@ def due(spec: UnitSpec, figure: ContextFigure | None, session_age: float) -> str
             return "threshold"
     if ctx.max_session_age is not None and session_age >= ctx.max_session_age:
         return "max_session_age"
-    if ctx.restart_every is not None and session_age >= ctx.restart_every:
+    every = ctx.restart_every or spec.schedule.restart_every
+    if every is not None and session_age >= every:
         return "restart_every"
     return None
 

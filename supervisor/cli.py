@@ -155,9 +155,11 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
         _print_result(_client_call(settings, "stop", timeout=None, units=list(units), now=now))
         return
     from .daemonize import wait_stopped
+    from .pidfile import read_pidfile
 
+    daemon = read_pidfile(settings.pidfile)
     _client_call(settings, "shutdown", timeout=None, now=now)
-    if not wait_stopped(settings, timeout=60.0):
+    if not wait_stopped(settings, timeout=60.0, daemon=daemon):
         raise click.ClickException("agentd did not exit within 60s after stopping its units")
     click.echo("agentd stopped")
 

@@ -84,7 +84,7 @@ def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ())
 
 def register(group: click.Group) -> None:
     """Add the memory commands to the ``agentd`` group."""
-    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd):
+    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd, task, log_cmd):
         group.add_command(command)
 
 
@@ -127,6 +127,80 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
     click.echo(f"{AgentPaths(root).rel(rec.path)}: {rec.line}")
     if rec.rolled_to is not None:
         click.echo(f"rolled the log into {AgentPaths(root).rel(rec.rolled_to)}")
+    if target.module is None:
+        told = _tell_daemon("broadcast", text=text, origin=os.environ.get("AGENTD_UNIT") or None)
+        if isinstance(told, dict) and told.get("told"):
+            click.echo(f"told the running units: {', '.join(told['told'])}")
+
+
+def _tell_daemon(cmd: str, **args: object) -> object:
+    """Best effort: a running daemon hears about it; without one, nothing happens."""
+    from .control import call
+
+    socket_path = os.environ.get("AGENTD_SOCKET")
+    path = Path(socket_path) if socket_path else _settings().socket_path
+    if not path.exists():
+        return None
+    try:
+        return call(path, cmd, timeout=10.0, **args)
+    except Exception as exc:  # noqa: BLE001 - the files are written; the daemon is a bonus
+        click.echo(f"(agentd daemon not told: {exc})", err=True)
+        return None
+
+
+@click.command()
+@click.argument("unit")
+@click.argument("text")
+def task(unit: str, text: str) -> None:
+    """Give UNIT a new task: current-task.md, a `task` decision, and the agent is told at its next turn end."""
+    from .memory import AgentPaths, record_decision, update_task_state
+
+    module, scope, _cmd, _budget = _unit(unit)
+    root = _root()
+    paths = AgentPaths(root)
+    with _errors():
+        update_task_state(paths, "(new task; not started yet)", task=text)
+        rec = record_decision(root, f"task switch for {unit}: {text}",
+                              f"because the operator gave {unit} a new task, so it works on that from now on",
+                              module=module, tags=("task",), scope_paths=scope)
+    click.echo(f"{paths.rel(paths.current_task)}: task replaced")
+    click.echo(f"{paths.rel(rec.path)}: {rec.line}")
+    told = _tell_daemon("queue", unit=unit, text=f"New task from the operator: {text} (see .agent/current-task.md)")
+    if isinstance(told, dict) and told.get("queued"):
+        click.echo(f"{unit} will be told at its next turn end")
+
+
+@click.command("log")
+@click.option("--module", "modules", multiple=True, help="a module's log (repeatable); global is always included")
+@click.option("--all", "all_", is_flag=True, help="every module's log")
+@click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
+@click.option("--tag", help="only decisions with this tag")
+def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None) -> None:
+    """The decision timeline: the global log merged by time with module logs (all epochs)."""
+    from .memory import AgentPaths
+    from .memory.decisions import Entry, iter_all, log_modules
+
+    paths = AgentPaths(_root())
+    wanted: list[str | None] = [None]
+    if all_:
+        wanted = list(dict.fromkeys([None, *log_modules(paths)]))
+    else:
+        env_module = os.environ.get("AGENTD_MODULE")
+        wanted += [m for m in (modules or ((env_module,) if env_module else ())) if m and m != "global"]
+    entries: list[Entry] = []
+    with _errors():
+        for module in wanted:
+            entries.extend(e for e in iter_all(paths, module) if isinstance(e, Entry))
+    if since:
+        entries = [e for e in entries if e.decision.time >= since]
+    if tag:
+        entries = [e for e in entries if tag in e.decision.tags]
+    entries.sort(key=Entry.sort_key)
+    for e in entries:
+        d = e.decision
+        click.echo(f"[{d.time}] [{e.module or 'global'}] [{', '.join(d.tags) or '-'}] {d.decision} | why: {d.why}")
+    if not entries:
+        click.echo("no decisions")
 
 
 @click.command()

@@ -42,6 +42,7 @@ from .control import Command, ControlError, ControlServer
 from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
 from .environment import agent_environment
 from .pidfile import PidFile
+from .schedule import UnitScheduler, UsageLimit, usage_limit
 from .sdnotify import Notifier
 from .session import (
     ProcessRecord,
@@ -94,6 +95,9 @@ class Unit:
     last_cycle: dict[str, Any] | None = None
     checkpoint_marker: dict[str, Any] | None = None
     last_wakeup: WakeupText | None = None
+    failure: str | None = None  # why the adapter says the current session cannot go on
+    run_started_at: float | None = None  # monotonic: when this run began (not reset by respawns)
+    usage_scan_at: int = 0  # transcript bytes already scanned for usage-limit messages
 
     @property
     def name(self) -> str:
@@ -126,6 +130,7 @@ class Arbiter:
         self._stats_at = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._scheduler: UnitScheduler | None = None
 
     # ------------------------------------------------------------------ run
     async def run(self) -> int:
@@ -134,13 +139,18 @@ class Arbiter:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             loop.add_signal_handler(sig, self._events.put_nowait, ("signal", sig))
         await self._end_leftovers()
+        self._ensure_store()
+        self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
+        self._scheduler.start()
+        catch_up = self._load()
         self._server = ControlServer(self.settings.socket_path, self._command_table())
         await self._server.start()
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.settings.project_root))
-        self._ensure_store()
-        self._load_and_start()
-        self._notifier.ready(self._summary())
         self._spawn_task(self._ticker())
+        # Starting units waits on agents (ordering, readiness); signals and exits
+        # must keep flowing meanwhile, so it is a task beside the event queue.
+        startup = self._spawn_task(self._start_all(catch_up))
+        startup.add_done_callback(lambda _t: self._notifier.ready(self._summary()))
         while not self._done.is_set():
             kind, payload = await self._events.get()
             if kind == "signal":
@@ -148,6 +158,7 @@ class Arbiter:
             elif kind == "stop":
                 break
         await self._server.close()
+        self._scheduler.shutdown()
         log.info("daemon_stopped", pid=os.getpid())
         return 0
 
@@ -251,22 +262,112 @@ class Arbiter:
         if created:
             log.info("memory_store_created", files=[str(p) for p in created])
 
-    def _load_and_start(self) -> None:
+    def _load(self) -> dict[str, list[tuple[str, bool]]]:
+        """Read the unit files; return the schedules' catch-up runs."""
         specs, errors = load_units(self.settings.units_path, self.settings.project_root)
-        self.load_errors = errors
-        for err in errors:
+        specs, overlap_errors = self._refuse_overlaps(specs)
+        self.load_errors = errors + overlap_errors
+        for err in self.load_errors:
             log.error("unit_invalid", path=str(err.path), error=err.message)
         for name in start_order(specs):
             self.units[name] = self._new_unit(specs[name])
-        for name in start_order(specs):
-            if specs[name].unit.enabled:
-                self._start(self.units[name], why="enabled at daemon start")
+        return {name: self._schedule(self.units[name]) for name in start_order(specs)}
+
+    async def _start_all(self, catch_up: dict[str, list[tuple[str, bool]]]) -> None:
+        names = list(self.units)
+        await self._start_in_order([n for n in names if self.units[n].spec.unit.enabled], "enabled at daemon start")
+        for name, runs in catch_up.items():
+            for action, missed in runs:
+                await self._scheduled(name, action, missed)
+
+    def _refuse_overlaps(self, specs: dict[str, UnitSpec]) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+        """Two enabled units whose writable scopes overlap are both refused (unless shared)."""
+        try:
+            from .scopeguard import overlaps
+        except ImportError:  # pragma: no cover - the scope guard ships with the package
+            return specs, []
+        from .memory.gitfiles import list_files
+
+        enabled = [s for s in specs.values() if s.unit.enabled and s.scope.paths]
+        if len(enabled) < 2:
+            return specs, []
+        try:
+            files = list_files(self.settings.project_root, ["**"], limit=20000)
+        except Exception:  # noqa: BLE001 - fall back to synthetic examples
+            files = []
+        errors: list[UnitError] = []
+        refused: set[str] = set()
+        for i, a in enumerate(enabled):
+            for b in enabled[i + 1:]:
+                example = overlaps(a.scope, b.scope, files)
+                if example is None:
+                    continue
+                for spec, other in ((a, b), (b, a)):
+                    refused.add(spec.name)
+                    errors.append(UnitError(spec.path, (
+                        f"[scope] paths overlap with unit {other.name!r} ({other.path.name}): both may write "
+                        f"{example!r}; make the scopes disjoint, or list the overlap in [scope] shared of both units")))
+        return {n: s for n, s in specs.items() if n not in refused}, errors
+
+    def _schedule(self, unit: Unit) -> list[tuple[str, bool]]:
+        if self._scheduler is None:
+            return []
+        sched = unit.spec.schedule
+        if not (sched.start or sched.stop):
+            self._scheduler.remove_unit(unit.name)
+            return []
+        return self._scheduler.set_unit(unit.name, sched)
+
+    async def _scheduled(self, name: str, action: str, missed: bool) -> None:
+        unit = self.units.get(name)
+        if unit is None:
+            return
+        log.info("schedule_fired", unit=name, action=action, missed=missed)
+        if action == "start":
+            if unit.state in (S.INACTIVE, S.FAILED, S.BACKOFF, S.WAITING):
+                await self._start_in_order([name], "scheduled start" + (" (missed run)" if missed else ""))
+        elif unit.state not in (S.INACTIVE, S.FAILED):
+            await self._stop(unit, "scheduled stop" + (" (missed run)" if missed else ""), checkpoint=True)
+
+    async def _start_in_order(self, names: list[str], why: str) -> None:
+        """Start ``names`` after what they are ordered after; skip a unit whose requirement is down."""
+        for name in names:
+            unit = self.units[name]
+            spec = unit.spec
+            blocked = None
+            for dep in sorted(set(spec.unit.after) | set(spec.unit.requires)):
+                other = self.units.get(dep)
+                if other is None:
+                    if dep in spec.unit.requires:
+                        blocked = f"requires unit {dep!r}, which does not exist"
+                    continue
+                if other.busy and other.op is not None:
+                    await asyncio.shield(other.op)
+                if other.delivery is not None and not other.delivery.done():
+                    # ready means: the agent took its wakeup (or died trying)
+                    await asyncio.wait({other.delivery})
+                    await asyncio.sleep(0)
+                    self._reap()
+                if dep in spec.unit.requires and other.state not in (S.RUNNING, S.STARTING, S.CHECKPOINTING, S.RESPAWNING):
+                    detail = f": {other.reason}" if other.reason else ""
+                    blocked = f"not started: requires {dep!r}, which is {other.state.value}{detail}"
+            if blocked is not None:
+                unit.reason = blocked
+                log.warning("unit_blocked", unit=name, reason=blocked)
+                self._changed.set()
+                self._changed = asyncio.Event()
+                continue
+            if unit.state in (S.INACTIVE, S.FAILED, S.BACKOFF, S.WAITING):
+                if unit.state == S.FAILED:
+                    unit.tracker.reset()
+                    self._set_state(unit, S.INACTIVE, "start command")
+                await asyncio.shield(self._start(unit, why))
 
     def _set_state(self, unit: Unit, new: UnitState, reason: str | None = None, **fields: Any) -> None:
         old = unit.state
         check_transition(old, new)
         unit.state = new
-        if new in (S.FAILED, S.BACKOFF, S.INACTIVE):
+        if new in (S.FAILED, S.BACKOFF, S.INACTIVE, S.WAITING):
             unit.reason = reason
         elif new in (S.STARTING, S.RUNNING):
             unit.reason = None
@@ -321,6 +422,8 @@ class Arbiter:
             unit.timer = None
         unit.next_start_at = None
         unit.commanded_stop = False
+        if unit.state in (S.INACTIVE, S.FAILED):
+            unit.run_started_at = self.clock()
         self._set_state(unit, S.STARTING, why)
         unit.tracker.record_start(self.clock())
         unit.op = self._spawn_task(self._start_session(unit, why))
@@ -402,7 +505,7 @@ class Arbiter:
         timeout = unit.spec.checkpoint.ready_timeout
         unit.activity = "waiting for the agent to be ready for its wakeup"
         try:
-            if not await watcher.wait_idle(timeout) or session.exit is not None:
+            if not await self._wait_for_turn(unit, session, 0, self.clock() + timeout) or session.exit is not None:
                 unit.wakeup_state = "failed: the agent was not ready"
                 log.error("wakeup_not_delivered", unit=unit.name, session=session.session_id, reason="agent not idle")
                 return False
@@ -411,7 +514,7 @@ class Arbiter:
             await self._type(session, unit.adapter.encode(text))
             watcher.submitted()
             unit.activity = "waiting for the agent to take the wakeup"
-            answered = await watcher.wait_turns(turns + 1, timeout)
+            answered = await self._wait_for_turn(unit, session, turns + 1, self.clock() + timeout)
             unit.wakeup_state = "delivered via first-message" if answered else "typed; no answer yet"
             log.info("wakeup_delivered", unit=unit.name, session=session.session_id, via="first-message",
                      tokens=wake.tokens, bytes=len(text.encode()), answered=answered)
@@ -439,8 +542,13 @@ class Arbiter:
                 self._changed = asyncio.Event()
                 continue  # the stop or checkpoint operation finishes the job
             uptime = session.uptime
+            limit = usage_limit(session.transcript.tail(3000))
             self._finish_session(unit)
-            self._after_exit(unit, exit, uptime, None)
+            if limit is not None:
+                self._wait_usage_limit(unit, limit)
+            else:
+                failure, unit.failure = unit.failure, None
+                self._after_exit(unit, exit, uptime, failure)
 
     def _finish_session(self, unit: Unit) -> None:
         """The leader is gone: drain, close, and end whatever it left behind."""
@@ -503,7 +611,7 @@ class Arbiter:
             was_checkpoint = unit.state == S.CHECKPOINTING
             await asyncio.shield(unit.op)
             checkpoint = checkpoint and not was_checkpoint
-        if unit.state == S.BACKOFF:
+        if unit.state in (S.BACKOFF, S.WAITING):
             if unit.timer is not None:
                 unit.timer.cancel()
                 unit.timer = None
@@ -578,6 +686,16 @@ class Arbiter:
                 unit.watcher.tick()
             if unit.busy or (unit.delivery is not None and not unit.delivery.done()):
                 continue
+            if self._watch_unattended(unit, session):
+                continue
+            failure = unit.adapter.failure(session)
+            if failure is not None and unit.failure is None:
+                # The agent cannot go on (e.g. its model server is unreachable): end the
+                # session; the reaper applies the restart policy with this reason.
+                log.error("session_failed", unit=unit.name, session=session.session_id, reason=failure)
+                unit.failure = failure
+                session.signal_tree(signal.SIGTERM)
+                continue
             trigger = due(unit.spec, unit.context, session.uptime) if unit.spec.checkpoint.enabled else None
             if trigger is not None:
                 log.info("checkpoint_due", unit=unit.name, trigger=trigger,
@@ -587,6 +705,53 @@ class Arbiter:
             if unit.sends and self._may_type(unit):
                 text = unit.sends.popleft()
                 self._spawn_task(self._type_message(unit, text))
+
+    def _watch_unattended(self, unit: Unit, session: Session) -> bool:
+        """max_runtime, stalls and usage limits; True when it started an operation."""
+        sched = unit.spec.schedule
+        now = self.clock()
+        if sched.max_runtime and unit.run_started_at and now - unit.run_started_at >= sched.max_runtime:
+            log.info("max_runtime_reached", unit=unit.name, max_runtime=sched.max_runtime)
+            unit.run_started_at = None  # fire once; _stop installs the checkpoint as the unit's op
+            self._spawn_task(self._stop(unit, f"max_runtime {sched.max_runtime:g}s reached", checkpoint=True))
+            return True
+        written = session.transcript.raw_bytes
+        if written != unit.usage_scan_at:
+            new = min(written - unit.usage_scan_at, 3000)
+            unit.usage_scan_at = written
+            limit = usage_limit(session.transcript.tail(max(new, 200)))
+            if limit is not None:
+                unit.op = self._spawn_task(self._end_for_usage_limit(unit, limit))
+                return True
+        if sched.stall_after and now - session.last_output_at >= sched.stall_after:
+            log.warning("stalled", unit=unit.name, silent_for=round(now - session.last_output_at, 1))
+            unit.op = self._spawn_task(self._checkpoint(unit, "stall", interrupt=True,
+                                                       deadline=min(unit.spec.checkpoint.deadline, sched.stall_after)))
+            return True
+        return False
+
+    async def _end_for_usage_limit(self, unit: Unit, limit: UsageLimit) -> None:
+        log.warning("usage_limit", unit=unit.name, line=limit.line,
+                    reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
+        self._set_state(unit, S.STOPPING, f"usage limit: {limit.line}")
+        await self._end_session(unit, graceful=True)
+        self._wait_usage_limit(unit, limit)
+
+    def _wait_usage_limit(self, unit: Unit, limit: UsageLimit) -> None:
+        """Wait (state waiting) until the limit resets, then resume with a fresh session and the wakeup."""
+        now = time.time()
+        reset = limit.reset_at.timestamp() if limit.reset_at else now + unit.spec.schedule.usage_limit_wait
+        delay = max(1.0, reset - now)
+        unit.next_start_at = now + delay
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now + delay))
+        self._set_state(unit, S.WAITING, f"usage limit hit ({limit.line}); resuming at {when}")
+        assert self._loop is not None
+        unit.timer = self._loop.call_later(delay, self._resume_after_limit, unit)
+
+    def _resume_after_limit(self, unit: Unit) -> None:
+        unit.timer = None
+        if unit.state == S.WAITING and self.units.get(unit.name) is unit:
+            self._start(unit, why="resume after usage limit")
 
     def _person_typing(self, unit: Unit) -> bool:
         at = unit.person_input_at
@@ -619,7 +784,7 @@ class Arbiter:
         return False
 
     async def _checkpoint(self, unit: Unit, trigger: str, then: str = "respawn", interrupt: bool = False,
-                          why: str | None = None) -> CycleRecord:
+                          why: str | None = None, deadline: float | None = None) -> CycleRecord:
         """The checkpoint protocol; ``then`` is "respawn" (the cycle) or "stop"."""
         session, adapter, spec = unit.session, unit.adapter, unit.spec
         assert session is not None and adapter is not None and unit.watcher is not None
@@ -642,7 +807,7 @@ class Arbiter:
         if unit.delivery is not None and not unit.delivery.done():
             unit.activity = "waiting for the wakeup delivery to finish"
             await asyncio.wait({unit.delivery})
-        deadline = self.clock() + spec.checkpoint.deadline
+        deadline = self.clock() + (deadline or spec.checkpoint.deadline)
         flushed = False
         t = time.monotonic()
         if interrupt and session.exit is None and not unit.watcher.idle:
@@ -945,6 +1110,17 @@ class Arbiter:
         output = unit.adapter.hook_output(event, meanings, wakeup.text if wakeup else None)
         return {"meanings": meanings, "output": output}
 
+    async def broadcast(self, text: str, origin: str | None) -> dict[str, Any]:
+        """Tell every other running unit, at its next turn end, about a global decision."""
+        told = []
+        for unit in self.units.values():
+            if unit.name == origin or unit.state not in (S.RUNNING, S.STARTING, S.CHECKPOINTING, S.RESPAWNING):
+                continue
+            unit.sends.append(f"global decision recorded: {text}; see .agent/decisions.log")
+            told.append(unit.name)
+        log.info("global_decision_broadcast", origin=origin, units=told)
+        return {"told": told}
+
     async def status(self, names: list[str] | None) -> dict[str, Any]:
         targets = [self._unit(n) for n in names] if names else list(self.units.values())
         await self._refresh_stats(targets)
@@ -983,6 +1159,7 @@ class Arbiter:
                     "queued_sends": len(unit.sends),
                     "last_checkpoint": _cycle_summary(unit.last_cycle),
                     "viewers": unit.viewers,
+                    "schedule": self._scheduler.next_times(unit.name) if self._scheduler and (unit.spec.schedule.start or unit.spec.schedule.stop) else None,
                 }
             )
         return {
@@ -1077,6 +1254,22 @@ class Arbiter:
         async def shutdown(args: dict[str, Any]) -> Any:
             return await self.shutdown(now=bool(args.get("now")))
 
+        async def broadcast(args: dict[str, Any]) -> Any:
+            text = args.get("text")
+            if not isinstance(text, str) or not text.strip():
+                raise ControlError("broadcast: text must be a non-empty string")
+            return await self.broadcast(text.strip()[:500], args.get("origin"))
+
+        async def queue(args: dict[str, Any]) -> Any:
+            unit = self._unit(args.get("unit", ""))
+            text = args.get("text")
+            if not isinstance(text, str):
+                raise ControlError("queue: text must be a string")
+            if unit.state in (S.INACTIVE, S.FAILED):
+                return {"queued": False, "reason": f"unit is {unit.state.value}"}
+            unit.sends.append(text)
+            return {"queued": True, "position": len(unit.sends)}
+
         async def agent_event(args: dict[str, Any]) -> Any:
             event = args.get("event")
             if not isinstance(event, dict):
@@ -1095,6 +1288,8 @@ class Arbiter:
             "stop": Command(stop, frozenset({"units", "now"}), "stop units (checkpoint first unless now)"),
             "restart": Command(restart, frozenset({"units", "now"}), "restart units (through a checkpoint unless now)"),
             "checkpoint": Command(checkpoint, frozenset({"unit"}), "run a checkpoint cycle now"),
+            "broadcast": Command(broadcast, frozenset({"text", "origin"}), "tell the other units about a global decision"),
+            "queue": Command(queue, frozenset({"unit", "text"}), "type text at the unit's next turn end"),
             "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)"),
             "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
             "reload": Command(reload, help="re-read unit files"),

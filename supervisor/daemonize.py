@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 from .control import ControlError, DaemonNotRunning, call
-from .pidfile import is_locked
+import psutil
+
+from .pidfile import PidInfo, is_locked
 from .settings import Settings
 
 
@@ -54,11 +56,21 @@ def spawn_daemon(settings: Settings, config: Path | None) -> int:
     raise DaemonStartError(f"agentd did not answer on {settings.socket_path} within {settings.start_timeout:g}s")
 
 
-def wait_stopped(settings: Settings, timeout: float) -> bool:
-    """Wait until no daemon holds the pidfile."""
+def wait_stopped(settings: Settings, timeout: float, daemon: PidInfo | None = None) -> bool:
+    """Wait until no daemon holds the pidfile and the daemon process ``daemon`` has exited."""
     deadline = time.monotonic() + timeout
-    while is_locked(settings.pidfile):
+    while is_locked(settings.pidfile) or _running(daemon):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def _running(daemon: PidInfo | None) -> bool:
+    if daemon is None:
+        return False
+    proc = daemon.process()
+    try:
+        return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -10,6 +10,7 @@ rule here is testable by replaying histories.
     backoff  -> failed            (start limit hit; reason kept; reset-failed -> inactive)
     running  -> checkpointing -> respawning -> running   (the continuity cycle)
     checkpointing -> stopping     (a graceful stop checkpoints first)
+    running  -> stopping -> waiting -> starting          (usage limit hit: wait, resume with the wakeup)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class UnitState(str, enum.Enum):
     FAILED = "failed"
     CHECKPOINTING = "checkpointing"
     RESPAWNING = "respawning"
+    WAITING = "waiting"  # the provider's usage limit: resume through the wakeup later
 
 
 S = UnitState
@@ -40,11 +42,12 @@ TRANSITIONS: dict[UnitState, frozenset[UnitState]] = {
     # starting -> backoff: spawn failed, retry later; starting -> inactive: stop while starting.
     S.STARTING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING, S.INACTIVE}),
     # running -> backoff/failed/inactive: the agent exited on its own.
-    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE, S.CHECKPOINTING}),
+    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE, S.CHECKPOINTING, S.WAITING}),
     # the continuity cycle: checkpoint, then a fresh session (or a stop).
     S.CHECKPOINTING: frozenset({S.RESPAWNING, S.STOPPING}),
     S.RESPAWNING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING}),
-    S.STOPPING: frozenset({S.INACTIVE}),
+    S.STOPPING: frozenset({S.INACTIVE, S.WAITING}),
+    S.WAITING: frozenset({S.STARTING, S.INACTIVE}),
     S.BACKOFF: frozenset({S.STARTING, S.INACTIVE, S.FAILED}),
     S.FAILED: frozenset({S.INACTIVE, S.STARTING}),
 }

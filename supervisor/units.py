@@ -18,7 +18,8 @@ Sections::
     [wakeup]      command (argv list, optional), budget (tokens), on_start
     [context]     window, checkpoint_at, hard_limit, max_session_age, restart_every
     [checkpoint]  enabled, prompt, deadline, grace, on_stop, ready_timeout
-    [schedule]    reserved for scheduled runs: start, stop, timezone, max_runtime
+    [schedule]    start, stop (cron), timezone, grace, max_runtime, restart_every, stall_after,
+                  usage_limit_wait
 """
 
 from __future__ import annotations
@@ -181,13 +182,53 @@ class CheckpointSection(_Section):
     ready_timeout: float = Field(default=60.0, gt=0, description="seconds for a fresh agent to become idle")
 
 
-class ScheduleSection(_Section):
-    """Reserved for scheduled runs."""
+class CodexSection(_Section):
+    """Settings of the ``codex`` adapter (see supervisor/adapters/codex.py and docs/codex.md)."""
 
-    start: str | None = None
-    stop: str | None = None
+    binary: str | None = Field(default=None, description="native codex binary (default: resolved from [agent] command[0])")
+    home: str | None = Field(default=None, description='CODEX_HOME: unset = the user\'s, "private" = <state>/codex/<unit>, or a path')
+    model: str | None = None
+    base_url: str | None = Field(default=None, description="a custom Responses API provider (e.g. http://127.0.0.1:8080/v1)")
+    env_key: str | None = Field(default=None, description="variable holding the custom provider's API key")
+    request_max_retries: int | None = Field(default=None, ge=0)
+    stream_max_retries: int | None = Field(default=None, ge=0)
+    auto_compact_at: float | None = Field(default=0.92, gt=0, lt=1, description="Codex's own auto-compaction, above checkpoint_at and hard_limit")
+    bypass_sandbox: bool = Field(default=True, description="--dangerously-bypass-approvals-and-sandbox (unattended)")
+    unbounded_retries: bool = Field(default=False, description="let Codex retry an unreachable server forever")
+    overrides: tuple[str, ...] = Field(default=(), description="more -c key=value overrides, passed as given")
+
+
+class ScheduleSection(_Section):
+    """Unattended runs: cron start/stop, limits, stalls, usage limits (see supervisor.schedule)."""
+
+    start: str | None = Field(default=None, description="cron: 5 fields, or 6 with seconds first")
+    stop: str | None = Field(default=None, description="cron; a scheduled stop goes through the checkpoint")
     timezone: str = "UTC"
-    max_runtime: float | None = Field(default=None, gt=0)
+    grace: float = Field(default=300.0, ge=0, description="a run missed by less than this fires once")
+    max_runtime: float | None = Field(default=None, gt=0, description="seconds; then a checkpointed stop")
+    restart_every: float | None = Field(default=None, gt=0, description="seconds; a fresh session through the checkpoint")
+    stall_after: float | None = Field(default=None, gt=0, description="seconds without output or turn end")
+    usage_limit_wait: float = Field(default=900.0, gt=0, description="seconds to wait when no reset time is given")
+
+    @field_validator("start", "stop")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            from .schedule import parse_cron
+
+            parse_cron(value, "UTC")  # raises ValueError with the reason
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Europe/Berlin' or 'UTC')") from None
+        return value
 
 
 class UnitSpec(_Section):
@@ -203,6 +244,7 @@ class UnitSpec(_Section):
     context: ContextSection = Field(default_factory=ContextSection)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+    codex: CodexSection = Field(default_factory=CodexSection)
 
     @model_validator(mode="after")
     def _module_defaults_to_name(self) -> UnitSpec:

@@ -90,13 +90,19 @@ class Project:
         path.write_text(textwrap.dedent(text))
         return path
 
-    def fake_unit(self, name: str, *flags: str, restart: str = "", extra: str = "", stop_timeout: float = 3) -> Path:
-        """A unit running the fake agent; ``restart`` lines go into [restart], ``extra`` after it."""
+    def fake_unit(self, name: str, *flags: str, restart: str = "", extra: str = "", stop_timeout: float = 3,
+                  cycle: bool = False) -> Path:
+        """A unit running the fake agent; ``restart`` lines go into [restart], ``extra`` after it.
+
+        Without ``cycle`` the continuity cycle is off (no wakeup typed at start, no
+        checkpoints), so supervision tests see only supervision.
+        """
         argv = json.dumps(["python", "-m", "supervisor.fakeagent", *flags])
         restart_lines = "\n".join(line.strip() for line in restart.strip().splitlines())
+        off = "" if cycle else "[checkpoint]\nenabled = false\n[wakeup]\non_start = false\n"
         return self.unit(
             name,
-            f"[agent]\ncommand = {argv}\n[restart]\nstop_timeout = {stop_timeout}\n{restart_lines}\n{textwrap.dedent(extra)}\n",
+            f"[agent]\ncommand = {argv}\n[restart]\nstop_timeout = {stop_timeout}\n{restart_lines}\n{off}{textwrap.dedent(extra)}\n",
         )
 
     def agentd(self, *args: str, check: bool = True, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -159,7 +165,7 @@ class Project:
         pid = self.daemon_pid()
         if pid and alive(pid):
             try:
-                self.agentd("stop", check=False, timeout=60)
+                self.agentd("stop", "--now", check=False, timeout=60)
             except subprocess.TimeoutExpired:
                 pass
             if alive(pid):

@@ -1,0 +1,142 @@
+"""Several units on one project: order, requires, global decisions, tasks, schedules, limits, stalls."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from tests.conftest import Project, clean_env, wait_until
+from tests.test_continuity import history, sessions_inputs
+
+
+def fake(project: Project, name: str, *, unit: str = "", extra: str = "", scope: str = "", flags: tuple[str, ...] = ()) -> Path:
+    inputs = project.root / f"{name}-inputs.jsonl"
+    argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(inputs), *flags])
+    project.unit(name, f"""
+[unit]
+{unit}
+[agent]
+command = {argv}
+prompt = "fake> $"
+[restart]
+stop_timeout = 3
+initial_delay = 0.2
+[scope]
+{scope}
+[checkpoint]
+grace = 2
+{extra}
+""")
+    return inputs
+
+
+def test_requires_blocks_and_after_orders(project: Project) -> None:
+    project.agentd("init")
+    fake(project, "db", flags=("--crash-after", "0"))
+    (project.root / "units" / "db.toml").write_text((project.root / "units" / "db.toml").read_text().replace(
+        "initial_delay = 0.2", "initial_delay = 0.1\nburst = 1"))
+    fake(project, "api", unit='requires = ["db"]')
+    fake(project, "web", unit='after = ["cache"]')
+    fake(project, "cache")
+    project.agentd("start")
+    project.wait_state("web", "running")
+    project.wait_state("db", "failed")
+    api = project.unit_status("api")
+    assert api["state"] == "inactive" and "requires 'db'" in api["reason"] and "failed" in api["reason"]
+    started = [e["unit"] for e in project.events("unit_state") if e["new"] == "starting"]
+    assert started.index("cache") < started.index("web")
+    assert "api" not in started
+
+
+def test_global_decision_and_task_reach_the_running_units(project: Project) -> None:
+    project.agentd("init")
+    a = fake(project, "alpha", scope='module = "alpha"\npaths = ["alpha/**"]')
+    b = fake(project, "beta", scope='module = "beta"\npaths = ["beta/**"]')
+    project.agentd("start")
+    for name, path in (("alpha", a), ("beta", b)):
+        project.wait_state(name, "running")
+        wait_until(lambda p=path: len(sessions_inputs(p)) == 1, 60, what=f"{name}'s wakeup")
+    # alpha's agent records a global decision from its shell
+    env = clean_env(AGENTD_UNIT="alpha", AGENTD_MODULE="alpha")
+    out = project.agentd("decide", "freeze the wire format", "--why", "because both sides parse it, so it must not drift",
+                         "--global", env=env).stdout
+    assert "told the running units: beta" in out
+    wait_until(lambda: any("global decision recorded: freeze the wire format" in m for m in sessions_inputs(b)[-1]), 60,
+               what="beta to hear about the global decision")
+    assert not any("global decision" in m for m in sessions_inputs(a)[-1])
+    # a task switch for beta: the files, the decision, and the agent is told
+    project.agentd("task", "beta", "port the parser to v2")
+    assert "port the parser to v2" in (project.root / ".agent" / "current-task.md").read_text()
+    assert "task switch for beta" in (project.root / ".agent" / "decisions-beta.log").read_text()
+    wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in sessions_inputs(b)[-1]), 60,
+               what="beta to get its new task")
+    # the timeline merges module and global logs
+    timeline = project.agentd("log", "--all").stdout
+    assert "[global]" in timeline and "[beta] [task]" in timeline
+    # beta's wakeup holds its module's decisions and the global ones, not alpha's
+    project.agentd("decide", "alpha-only choice", "--why", "because alpha, so alpha", "--module", "alpha")
+    wake = project.agentd("wakeup", "beta").stdout
+    assert "freeze the wire format" in wake and "task switch for beta" in wake and "alpha-only choice" not in wake
+
+
+def _second(delta: float) -> int:
+    return int((datetime.now(timezone.utc) + timedelta(seconds=delta)).second)
+
+
+def test_scheduled_start_and_stop(project: Project) -> None:
+    project.agentd("init")
+    start, stop = _second(4), _second(12)
+    fake(project, "night", unit="enabled = false",
+         extra=f'[schedule]\nstart = "{start} * * * * *"\nstop = "{stop} * * * * *"\ngrace = 1\n')
+    project.agentd("start")
+    row = project.unit_status("night")
+    assert row["state"] == "inactive" and row["schedule"]["start"] and row["schedule"]["stop"]
+    project.wait_state("night", "running", timeout=60)
+    wait_until(lambda: project.unit_status("night")["state"] == "inactive", 60, what="the scheduled stop")
+    records = history(project, "night")
+    assert records and records[-1]["trigger"] == "stop" and records[-1]["outcome"] == "stopped"
+    fired = [(e["action"], e["missed"]) for e in project.events("schedule_fired")]
+    assert fired == [("start", False), ("stop", False)]
+
+
+def test_a_missed_run_fires_once(project: Project) -> None:
+    project.agentd("init")
+    missed = _second(-4)
+    fake(project, "late", unit="enabled = false", extra=f'[schedule]\nstart = "{missed} * * * * *"\ngrace = 30\n')
+    project.agentd("start")
+    project.wait_state("late", "running")
+    fired = project.events("schedule_fired")
+    assert [(e["action"], e["missed"]) for e in fired] == [("start", True)]
+    # a second daemon start does not fire the same run again
+    project.agentd("stop", "--now")
+    project.agentd("start")
+    assert project.unit_status("late")["state"] == "inactive"
+    assert len(project.events("schedule_fired")) == 1
+
+
+def test_usage_limit_waits_then_resumes_with_the_wakeup(project: Project) -> None:
+    project.agentd("init")
+    inputs = fake(project, "quota")
+    project.agentd("start")
+    first = project.wait_state("quota", "running")
+    wait_until(lambda: len(sessions_inputs(inputs)) == 1, 60, what="the wakeup")
+    project.agentd("send", "quota", "echo Error: usage limit reached for this plan, try again in 4 seconds")
+    row = project.wait_state("quota", "waiting")
+    assert "usage limit" in row["reason"] and "resuming at" in row["reason"]
+    assert not [e for e in project.events("unit_state") if e["unit"] == "quota" and e["new"] == "backoff"]
+    again = project.wait_state("quota", "running", timeout=60)
+    assert again["pid"] != first["pid"]
+    wait_until(lambda: len(sessions_inputs(inputs)) == 2, 60, what="the wakeup of the resumed session")
+
+
+def test_a_stalled_agent_is_checkpointed_and_restarted(project: Project) -> None:
+    project.agentd("init")
+    inputs = fake(project, "sleepy", extra="[schedule]\nstall_after = 4\n")
+    project.agentd("start")
+    first = project.wait_state("sleepy", "running")
+    wait_until(lambda: any(r["trigger"] == "stall" for r in history(project, "sleepy")), 90, what="a stall cycle")
+    record = next(r for r in history(project, "sleepy") if r["trigger"] == "stall")
+    assert record["outcome"] == "respawned" and record["old_session"] == first["session"]
+    wait_until(lambda: len(sessions_inputs(inputs)) >= 2, 60, what="the fresh session's wakeup")
+    assert project.events("stalled")
