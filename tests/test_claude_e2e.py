@@ -276,6 +276,10 @@ def _in_project(proc: psutil.Process, root: Path) -> bool:
 
 def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) -> None:
     project = jail.project
+    # a briefing near the default budget (2,500 tokens), to show the hook answer is not cut
+    steps = "\n".join(f"- step {i}: port parser module part {i} and check its tests" for i in range(120))
+    (project.root / ".agent" / "current-task.md").write_text(
+        f"# Current task\n\n{TASK}\n\n{steps}\n\nState at interruption: (not set)\n")
     row, _ = start_and_first_turn(jail)
     # kill -9 -> a restart that starts from the wakeup again
     before = len(jail.turns())
@@ -299,6 +303,8 @@ def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) 
     context = message_text(body)  # the conversation itself, not the system prompt
     assert "SessionStart hook additional context" in context
     assert CONSTRAINT in context and TASK in context
+    wakeup = project.agentd("wakeup", "claude").stdout.strip()
+    assert len(wakeup) > 6000 and wakeup in context  # the whole briefing, as `agentd wakeup` prints it
     project.agentd("stop")
     jail.proc.wait(timeout=90)
     assert processes_of(project.root) == []

@@ -1,0 +1,162 @@
+"""The claude adapter's pure parts: launch, hooks, typing, the transcript meter (no binary needed).
+
+The real CLI is exercised in tests/test_claude_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from supervisor.adapters import make_adapter
+from supervisor.adapters.base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Turn
+from supervisor.adapters.claude import KICKOFF, ClaudeAdapter, TranscriptMeter, project_dir_name
+from supervisor.settings import Settings
+from supervisor.units import parse_unit
+
+KEY = "sk-ant-test-0123456789abcdefghijKLMNOP"
+
+
+def make(tmp_path: Path, env: dict[str, str] | None = None, command: list[str] | None = None, extra: str = "") -> ClaudeAdapter:
+    env_line = "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in (env or {}).items()) + " }" if env else ""
+    text = f'[agent]\nkind = "claude"\ncommand = {json.dumps(command or ["/opt/claude"])}\n{env_line}\n{extra}\n'
+    spec = parse_unit(tmp_path / "units" / "cc.toml", text)
+    adapter = make_adapter(spec, Settings(project_root=tmp_path))
+    assert isinstance(adapter, ClaudeAdapter)
+    return adapter
+
+
+def session(sid: str = "s1") -> Any:
+    return SimpleNamespace(session_id=sid)
+
+
+def test_launch_puts_the_wakeup_in_the_system_prompt_and_starts_a_turn(tmp_path: Path) -> None:
+    adapter = make(tmp_path, env={"ANTHROPIC_API_KEY": KEY})
+    launch = adapter.launch("BRIEFING text", "s1", {"ANTHROPIC_API_KEY": KEY, "IS_SANDBOX": "yes", "DISABLE_TELEMETRY": "0"})
+    argv = launch.argv
+    assert argv[0] == "/opt/claude" and argv[-1] == KICKOFF
+    wakeup = Path(argv[argv.index("--append-system-prompt-file") + 1])
+    assert wakeup.read_text() == "BRIEFING text" and launch.env["AGENTD_WAKEUP_FILE"] == str(wakeup)
+    assert launch.first_input is None and launch.wakeup_via == "system-prompt"
+    assert "--dangerously-skip-permissions" in argv
+    assert len(argv[argv.index("--session-id") + 1]) == 36
+    # offline, and the inherited environment does not win over agentd's choices (only the unit's own env does)
+    for name in ("DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
+        assert launch.env[name] == "1"
+    if os.geteuid() == 0:
+        assert launch.env["IS_SANDBOX"] == "1"
+    # agentd's hooks come in through its own settings file
+    settings = json.loads(Path(argv[argv.index("--settings") + 1]).read_text())
+    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"}
+    command = shlex.split(settings["hooks"]["Stop"][0]["hooks"][0]["command"])
+    assert command[-3:] == ["notify", "--unit", "cc"] and os.path.isabs(command[0])
+    # a private, onboarded config dir with the workdir trusted and the key approved
+    config = Path(launch.env["CLAUDE_CONFIG_DIR"])
+    assert config == tmp_path / ".agentd" / "claude" / "cc"
+    state = json.loads((config / ".claude.json").read_text())
+    assert state["hasCompletedOnboarding"] and state["projects"][str(tmp_path.resolve())]["hasTrustDialogAccepted"]
+    assert state["customApiKeyResponses"]["approved"] == [KEY[-20:]]
+
+
+def test_launch_keeps_the_users_config_dir_and_permission_choice(tmp_path: Path) -> None:
+    own = tmp_path / "my-claude"
+    adapter = make(tmp_path, env={"CLAUDE_CONFIG_DIR": str(own), "DISABLE_TELEMETRY": "0"},
+                   command=["/opt/claude", "--permission-mode", "acceptEdits"])
+    launch = adapter.launch(None, "s1", {"CLAUDE_CONFIG_DIR": str(own), "DISABLE_TELEMETRY": "0"})
+    assert "CLAUDE_CONFIG_DIR" not in launch.env and not own.exists()  # never written
+    assert "DISABLE_TELEMETRY" not in launch.env and "IS_SANDBOX" not in launch.env
+    assert "--dangerously-skip-permissions" not in launch.argv and KICKOFF not in launch.argv
+    assert launch.wakeup_via == "none"
+    watcher = adapter.watcher(session())
+    assert watcher.state == Turn.UNKNOWN
+    assert adapter.on_agent_event(session(), {"hook_event_name": "SessionStart", "source": "startup"}) == ["turn_end"]
+
+
+def test_encode_and_quit(tmp_path: Path) -> None:
+    adapter = make(tmp_path)
+    assert adapter.encode("hello").steps == ((b"hello", 0.3), (b"\r", 0.0))
+    assert adapter.encode("a\nb").steps[0][0] == BRACKETED_PASTE_START + b"a\nb" + BRACKETED_PASTE_END
+    assert adapter.quit().payload() == b"/exit\r"
+
+
+def test_hook_meanings_and_the_wakeup_answer(tmp_path: Path) -> None:
+    adapter = make(tmp_path)
+    adapter.launch("W", "s1", {})
+    s = session()
+    watcher = adapter.watcher(s)
+    assert watcher.state == Turn.BUSY  # the kickoff turn is running
+    assert adapter.on_agent_event(s, {"hook_event_name": "SessionStart", "source": "startup"}) == []
+    assert adapter.on_agent_event(s, {"hook_event_name": "Stop"}) == ["turn_end"]
+    watcher.turn_ended()
+    assert adapter.on_agent_event(s, {"hook_event_name": "UserPromptSubmit", "prompt": "x"}) == []
+    assert watcher.state == Turn.BUSY  # a person typed in an attached terminal
+    # typed /compact: no checkpoint, the wakeup afterwards, and that ends the "turn"
+    assert adapter.on_agent_event(s, {"hook_event_name": "PreCompact", "trigger": "manual"}) == []
+    compacted = {"hook_event_name": "SessionStart", "source": "compact"}
+    assert adapter.on_agent_event(s, compacted) == ["compacted", "turn_end"]
+    answer = json.loads(adapter.hook_output(compacted, ["compacted", "turn_end"], "THE WAKEUP") or "")
+    assert answer == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "THE WAKEUP"}}
+    # automatic compaction: checkpoint if there is time; it happens inside a turn
+    assert adapter.on_agent_event(s, {"hook_event_name": "PreCompact", "trigger": "auto"}) == ["pre_compact"]
+    assert adapter.on_agent_event(s, compacted) == ["compacted"]
+    assert adapter.hook_output({"hook_event_name": "Stop"}, ["turn_end"], None) is None
+    assert adapter.on_agent_event(session("other"), {"hook_event_name": "Stop"}) == []
+
+
+def _entry(kind: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, **fields}) + "\n"
+
+
+def _assistant(inp: int, create: int = 0, read: int = 0, **extra: Any) -> str:
+    usage = {"input_tokens": inp, "cache_creation_input_tokens": create, "cache_read_input_tokens": read, "output_tokens": 5}
+    return _entry("assistant", message={"model": "m", "usage": usage}, **extra)
+
+
+def test_context_from_the_transcript_incrementally(tmp_path: Path) -> None:
+    adapter = make(tmp_path, extra="[context]\nwindow = 1000\n")
+    launch = adapter.launch("W", "s1", {})
+    s = session()
+    assert adapter.context(s).used == 0 and not adapter.context(s).exact
+    claude_id = launch.argv[launch.argv.index("--session-id") + 1]
+    path = Path(launch.env["CLAUDE_CONFIG_DIR"]) / "projects" / project_dir_name(tmp_path.resolve()) / f"{claude_id}.jsonl"
+    path.parent.mkdir(parents=True)
+    with open(path, "w") as f:
+        f.write(_entry("user", message={"content": "hi"}) + _assistant(100, 20, 300))
+        f.write(_assistant(999_999, isSidechain=True))  # a subagent's turn does not count
+        f.write(_entry("assistant", message={"model": "<synthetic>", "usage": {"input_tokens": 0}}))
+    figure = adapter.context(s)
+    assert (figure.used, figure.window, figure.exact) == (420, 1000, True)
+    with open(path, "a") as f:
+        f.write(_assistant(500)[:-10])  # torn: waits for its end
+    assert adapter.context(s).used == 420
+    with open(path, "a") as f:
+        f.write(_assistant(500)[-10:])
+        f.write(_entry("system", subtype="compact_boundary", compactMetadata={"preTokens": 500, "postTokens": 80}))
+    figure = adapter.context(s)
+    assert figure.used == 80 and "compaction" in figure.source
+    # /clear: the hook names a new transcript, which is followed from its start
+    other = path.with_name("new-id.jsonl")
+    other.write_text(_assistant(7))
+    adapter.on_agent_event(s, {"hook_event_name": "SessionStart", "source": "clear", "session_id": "new-id",
+                               "transcript_path": str(other)})
+    assert adapter.context(s).used == 7
+
+
+def test_meter_reads_only_what_was_appended(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(_assistant(1) * 1000)
+    meter = TranscriptMeter(path)
+    assert meter.read() == 1
+    size = path.stat().st_size
+    assert meter.offset == size
+    with open(path, "a") as f:
+        f.write(_assistant(2))
+    assert meter.read() == 2 and meter.offset == path.stat().st_size
+
+
+def test_project_dir_name() -> None:
+    assert project_dir_name(Path("/tmp/a.b/c_d")) == "-tmp-a-b-c-d"
