@@ -165,8 +165,15 @@ class Arbiter:
     def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("task_failed", task=task.get_coro().__qualname__, error=f"{type(exc).__name__}: {exc}",
+                      exc_info=exc)
 
     def _handle_signal(self, sig: int) -> None:
         if sig == signal.SIGCHLD:
@@ -185,15 +192,18 @@ class Arbiter:
         last_tree = 0.0
         while True:
             await asyncio.sleep(1.0)
-            self._reap()
             now = self.clock()
             if watchdog and now - last_ping >= watchdog:
                 self._notifier.watchdog()
                 last_ping = now
-            self._watch_contexts()
-            if now - last_tree >= 10.0:
-                last_tree = now
-                await self._refresh_trees()
+            try:
+                self._reap()
+                self._watch_contexts()
+                if now - last_tree >= 10.0:
+                    last_tree = now
+                    await self._refresh_trees()
+            except Exception as exc:  # noqa: BLE001 - one bad tick must not end supervision
+                log.error("tick_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
 
     # ------------------------------------------------------------ leftovers
     @property

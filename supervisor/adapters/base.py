@@ -219,6 +219,12 @@ class Adapter(ABC):
         Default: nothing (the event is only logged)."""
         return []
 
+    def failure(self, session: Session) -> str | None:
+        """Why ``session`` cannot go on although its process runs (e.g. the model server is
+        unreachable), or None.  The daemon then ends the session and applies the restart
+        policy with this reason.  Default: never."""
+        return None
+
     def hook_output(self, event: Mapping[str, Any], meanings: list[str], wakeup: str | None) -> str | None:
         """What ``agentd notify`` prints for the agent (hook answers such as additional
         context); ``wakeup`` is given when a meaning asks for it.  Default: nothing."""
