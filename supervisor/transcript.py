@@ -90,6 +90,11 @@ _BEARER_PARTIAL = (
     rb"|(?:[Bb]earer|BEARER)(?:[ \t]+[A-Za-z0-9._~+/=\-]*)?)\Z"
 )
 
+# The bytes a partial match can consist of: the key characters of every
+# pattern, and for a "Bearer" token also the blanks and token punctuation.
+_PARTIAL_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_PARTIAL_CHARS_BEARER = _PARTIAL_CHARS + b" \t._~+/="
+
 
 def _is_secret_env_name(name: str) -> bool:
     upper = name.upper()
@@ -192,9 +197,18 @@ class Redactor:
         n = len(buf)
         lo = max(0, n - self.max_hold)
         cut = n
-        m = self._partial.search(buf, lo)
-        if m is not None:
-            cut = m.start()
+        # Every partial match ends at the end of ``buf`` and consists only of
+        # token bytes (plus blanks after a "Bearer"), so it starts inside the
+        # trailing run of such bytes: search only there (usually nothing, as
+        # output lines end with a newline).  Same leftmost match as searching
+        # from ``lo``; the look-behinds still see the byte before the run.
+        tail = buf[lo:]
+        chars = _PARTIAL_CHARS_BEARER if (b"earer" in tail or b"EARER" in tail) else _PARTIAL_CHARS
+        start = lo + len(tail.rstrip(chars))
+        if start < n:
+            m = self._partial.search(buf, start)
+            if m is not None:
+                cut = m.start()
         for value in self._env_values:
             cut = min(cut, _prefix_suffix_start(buf, value, lo))
         if cut < n:
