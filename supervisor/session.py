@@ -33,6 +33,14 @@ from .transcript import Transcript
 
 READ_SIZE = 65536
 QUIET_FLUSH = 0.1  # seconds of PTY silence after which held-back bytes are written
+#: While an agent streams slowly, its PTY is read at most once per this many
+#: seconds (the first output after a quiet spell is read at once): dozens of
+#: agents printing small bursts then cost one wakeup per agent per interval
+#: instead of one per burst.  Output faster than COALESCE_BYTES per interval is
+#: never held back (the kernel buffers only ~20 KB per PTY before the agent's
+#: write blocks), so a flood is read at full speed.
+COALESCE = 0.04
+COALESCE_BYTES = 4096
 
 
 class SpawnError(Exception):
@@ -136,6 +144,8 @@ class Session:
         self._writer_registered = False
         self._listeners: list[Callable[[bytes], None]] = []
         self._flush_timer: asyncio.TimerHandle | None = None
+        self._resume_timer: asyncio.TimerHandle | None = None  # reading paused to coalesce small bursts
+        self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
 
     # -- start ------------------------------------------------------------------
     def spawn(self) -> None:
@@ -185,41 +195,72 @@ class Session:
 
     # -- output -----------------------------------------------------------------
     def _on_readable(self) -> None:
-        self._read_available(limit=4)
+        got = self._read_available(limit=4)
+        if got <= 0 or self.eof or self._loop is None:
+            return
+        # A small amount since the last read (a slow stream or a keystroke's
+        # echo): stop watching the fd for a moment so the next few bursts are
+        # read together.  The pause is short enough that the kernel's buffer
+        # cannot fill at the current rate.
+        now = self.last_output_at
+        elapsed = now - self._last_read_at
+        self._last_read_at = now
+        if got < COALESCE_BYTES and got * COALESCE < COALESCE_BYTES * elapsed:
+            self._loop.remove_reader(self._fd)
+            self._resume_timer = self._loop.call_at(self._loop.time() + COALESCE, self._resume_reading)
 
-    def _read_available(self, limit: int | None = None) -> None:
-        """Read what is there (at most ``limit`` chunks, so one flood cannot starve others)."""
+    def _resume_reading(self) -> None:
+        self._resume_timer = None
+        if self._fd >= 0 and not self.eof and self._loop is not None:
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def _read_available(self, limit: int | None = None) -> int:
+        """Read what is there (at most ``limit`` chunks, so one flood cannot starve others).
+
+        Returns the number of bytes read (-1 after the end of the PTY).
+        """
         count = 0
+        got = 0
+        fd = self._fd
+        transcript = self.transcript
         while limit is None or count < limit:
             try:
-                data = os.read(self._fd, READ_SIZE)
+                data = os.read(fd, READ_SIZE)
             except BlockingIOError:
-                return
+                break
             except OSError as exc:
                 if exc.errno == errno.EIO:  # Linux: slave side closed
                     self._on_eof()
-                    return
+                    return -1
                 raise
             if not data:
                 self._on_eof()
-                return
+                return -1
             count += 1
+            got += len(data)
+            transcript.write(data)
+            listeners = self._listeners
+            if len(listeners) == 1:
+                listeners[0](data)
+            else:
+                for listener in list(listeners):
+                    listener(data)
+        if got:
             self.last_output_at = time.monotonic()
-            self.transcript.write(data)
-            for listener in list(self._listeners):
-                listener(data)
             if self._flush_timer is None and self._loop is not None:
                 # The redactor may hold back a tail that could start a secret;
                 # once the PTY has been quiet for a moment, write it out.
                 self._flush_timer = self._loop.call_later(QUIET_FLUSH, self._quiet_flush)
+        return got
 
     def _quiet_flush(self) -> None:
         self._flush_timer = None
         if not self.transcript.closed:
-            if time.monotonic() - self.last_output_at >= QUIET_FLUSH:
+            quiet = time.monotonic() - self.last_output_at
+            if quiet >= QUIET_FLUSH:
                 self.transcript.flush()
             elif self._loop is not None:
-                self._flush_timer = self._loop.call_later(QUIET_FLUSH, self._quiet_flush)
+                self._flush_timer = self._loop.call_later(QUIET_FLUSH - quiet, self._quiet_flush)
 
     def _on_eof(self) -> None:
         if self.eof:
@@ -347,6 +388,9 @@ class Session:
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
+        if self._resume_timer is not None:
+            self._resume_timer.cancel()
+            self._resume_timer = None
         if self._fd >= 0:
             self.drain()
             if self._loop is not None:
