@@ -1,8 +1,7 @@
 """Adapters: what differs between agent kinds (see :mod:`supervisor.adapters.base`).
 
-:func:`make_adapter` picks the adapter for a unit's ``[agent] kind``.  Only
-``generic`` exists so far; ``codex`` and ``claude`` come with their own
-issues and raise :class:`AdapterUnavailable` until then.
+:func:`make_adapter` picks the adapter for a unit's ``[agent] kind``.
+Unknown kinds raise :class:`AdapterUnavailable`.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .base import Adapter
 from .claude import ClaudeAdapter
+from .codex import CodexAdapter
 from .generic import GenericAdapter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ADAPTERS", "AdapterUnavailable", "make_adapter"]
 
 #: kind -> adapter class, for the kinds that are implemented.
-ADAPTERS: dict[str, type[Adapter]] = {GenericAdapter.kind: GenericAdapter, ClaudeAdapter.kind: ClaudeAdapter}
+ADAPTERS: dict[str, type[Adapter]] = {GenericAdapter.kind: GenericAdapter, CodexAdapter.kind: CodexAdapter,
+                                   ClaudeAdapter.kind: ClaudeAdapter}
 
 
 class AdapterUnavailable(NotImplementedError):

@@ -1,0 +1,339 @@
+"""The codex adapter end to end with the REAL Codex CLI (``@openai/codex`` 0.169.0) and a fake model.
+
+Nothing leaves the machine: the daemon, Codex and the fake Responses server
+(tests/fake_responses.py) run inside a user + network namespace that has only
+loopback (tests/codex_jail.py).  The test itself stays outside and talks to
+the daemon through its control socket, a filesystem object reachable from any
+network namespace (the namespace maps our uid to its root, so the socket's
+SO_PEERCRED check sees the same uid on both sides).
+
+Codex comes from ``tests/install_codex.sh`` (``.cache/npm``) or ``$AGENTD_CODEX_BIN``.
+Under CI (``CI=true``) a missing binary or namespace support fails the tests;
+locally they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from supervisor.adapters.codex import native_binary
+from tests.conftest import Project, alive, clean_env, processes_of, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+PORT = 8080  # a fresh network namespace per test: always free
+WINDOW = 100_000
+DECISION = "Keep the parser API stable for v2 clients"
+CONSTRAINT = "Never drop the users table."
+
+
+def _find_codex() -> tuple[Path | None, str]:
+    given = os.environ.get("AGENTD_CODEX_BIN")
+    candidates = [Path(given)] if given else []
+    candidates.append(REPO / ".cache" / "npm" / "node_modules" / "@openai" / "codex" / "bin" / "codex.js")
+    for cand in candidates:
+        try:
+            return native_binary(str(cand), REPO), ""
+        except FileNotFoundError as exc:
+            reason = str(exc)
+    return None, f"the Codex CLI is not installed ({reason}); run tests/install_codex.sh"
+
+
+def _namespace_problem() -> str | None:
+    if not shutil.which("unshare") or not shutil.which("ip"):
+        return "unshare or ip is missing (util-linux, iproute2)"
+    probe = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up && echo ok"], capture_output=True, text=True)
+    if probe.stdout.strip() != "ok":
+        return f"user+network namespaces are not available: {probe.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def codex_bin() -> Path:
+    binary, reason = _find_codex()
+    problem = reason if binary is None else _namespace_problem()
+    if problem:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    assert binary is not None
+    return binary
+
+
+class Jail:
+    """The namespace with the fake server and the daemon; ``call`` talks to the helper."""
+
+    def __init__(self, project: Project, tmp: Path) -> None:
+        self.project = project
+        self.control = tmp / "jail.sock"
+        self.log = tmp / "requests.jsonl"
+        self.out = tmp / "daemon.out"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "jail", sys.executable,
+                str(REPO / "tests" / "codex_jail.py"), "--root", str(self.project.root), "--port", str(PORT),
+                "--control", str(self.control), "--log", str(self.log), "--daemon-log", str(self.out)]
+        env = clean_env(PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen(argv, cwd=self.project.root, env=env, stdin=subprocess.DEVNULL)
+        wait_until(lambda: self.control.exists() and self.call(op="ping"), 30, what="the jail helper")
+        wait_until(lambda: self.project.agentd("status", check=False).returncode in (0, 3), 60,
+                   what=f"the daemon in the namespace ({self.out.read_text(errors='replace')[-2000:] if self.out.exists() else ''})")
+
+    def call(self, **req: Any) -> dict[str, Any] | None:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(10)
+                sock.connect(str(self.control))
+                sock.sendall(json.dumps(req).encode() + b"\n")
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            return json.loads(data)
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    # -- what the model server saw --------------------------------------------------
+    def requests(self) -> list[dict[str, Any]]:
+        """The main threads' turn requests (not the title side request), oldest first."""
+        out = []
+        if not self.log.exists():
+            return out
+        for line in self.log.read_text().splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            body = item.get("body")
+            if item.get("method") != "POST" or not str(item.get("path", "")).endswith("/responses") or not isinstance(body, dict):
+                continue
+            if ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema":
+                continue  # the TUI's title request
+            out.append(item)
+        return out
+
+    def first_requests(self) -> list[dict[str, Any]]:
+        """The first request of each Codex thread (one per session), oldest first."""
+        seen: dict[str, dict[str, Any]] = {}
+        for item in self.requests():
+            thread = str((item.get("meta") or {}).get("thread_id") or item.get("seq"))
+            seen.setdefault(thread, item)
+        return list(seen.values())
+
+
+def user_messages(request: dict[str, Any]) -> list[str]:
+    out = []
+    for item in request["body"].get("input") or []:
+        if item.get("type") == "message" and item.get("role") == "user":
+            content = item.get("content")
+            out.append(content if isinstance(content, str) else "\n".join(s.get("text", "") for s in content or []))
+    return out
+
+
+def codex_processes(binary: Path) -> list[psutil.Process]:
+    """Every live process of the Codex binary (TUI, app-server, anything it started from it)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "exe", "cmdline"]):
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            exe = proc.info["exe"] or ""
+            cmd = proc.info["cmdline"] or []
+            if exe == str(binary) or (cmd and Path(cmd[0]).name == "codex") or "app-server" in " ".join(cmd[:3]):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def history(project: Project, unit: str) -> list[dict[str, Any]]:
+    out = project.agentd("history", unit, "--json").stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def setup(project: Project, binary: Path, restart: str = "") -> None:
+    project.agentd("init")
+    agent = project.root / ".agent"
+    (agent / "constraints.md").write_text(f"# Hard constraints\n\n- {CONSTRAINT}\n")
+    (agent / "current-task.md").write_text("# Current task\n\nPort the parser to the new API.\n\nState at interruption: (not set)\n")
+    project.agentd("decide", DECISION, "--why", "because v2 clients pin it, so changes go behind a flag", "--module", "cx")
+    project.unit(
+        "cx",
+        f"""
+[agent]
+kind = "codex"
+command = [{json.dumps(str(binary))}]
+rows = 40
+cols = 120
+[codex]
+home = "private"
+model = "fake-model"
+base_url = "http://127.0.0.1:{PORT}/v1"
+request_max_retries = 1
+stream_max_retries = 1
+[restart]
+stop_timeout = 5
+initial_delay = 1
+max_delay = 2
+{restart}
+[context]
+window = {WINDOW}
+checkpoint_at = 0.70
+[checkpoint]
+deadline = 90
+grace = 5
+ready_timeout = 60
+""",
+    )
+
+
+@pytest.fixture
+def jail(project: Project, tmp_path: Path, codex_bin: Path) -> Iterator[Jail]:
+    j = Jail(project, tmp_path)
+    try:
+        yield j
+    finally:
+        project.cleanup()
+        j.stop()
+        leftovers = [p for p in codex_processes(codex_bin) if p.info.get("exe") == str(codex_bin)]
+        for proc in leftovers:
+            proc.kill()
+        assert not leftovers, f"codex processes left behind: {[p.pid for p in leftovers]}"
+
+
+def wait_idle(project: Project, timeout: float = 60) -> dict[str, Any]:
+    return wait_until(lambda: (r := project.unit_status("cx")) and r["state"] == "running" and r["turn"] == "idle" and r,
+                      timeout, interval=0.1, what="codex to be running and idle")
+
+
+# ------------------------------------------------------------------------------------------ scenarios
+
+
+def test_first_request_carries_the_wakeup_and_notify_ends_turns(project: Project, jail: Jail, codex_bin: Path) -> None:
+    setup(project, codex_bin)
+    jail.start()
+    row = wait_idle(project)
+    assert row["wakeup"] == "delivered via argv"
+    first = wait_until(jail.first_requests, 30, what="the first request")[0]
+    assert first["path"] == "/v1/responses"
+    wakeup = user_messages(first)[-1]
+    assert CONSTRAINT in wakeup and DECISION in wakeup and "Port the parser" in wakeup
+    assert wakeup == (project.state / "sessions" / "cx" / row["session"] / "wakeup.md").read_text()
+    # the notify reached the daemon (title-thread notifies are ignored) and the context is Codex's own figure
+    wait_until(lambda: [e for e in project.events("agent_event") if e.get("unit") == "cx" and e["meanings"] == ["turn_end"]],
+               30, what="the main thread's notify")
+    ctx = wait_until(lambda: (project.unit_status("cx") or {}).get("context") or None, 10, what="a context figure")
+    assert ctx["exact"] is True and ctx["window"] == WINDOW and ctx["used"] > 0
+    # a typed message is one more turn (text, pause, Enter)
+    project.agentd("send", "cx", "hello from the test")
+    wait_until(lambda: any("hello from the test" in (user_messages(r) or [""])[-1] for r in jail.requests()), 30,
+               what="the typed message")
+    wait_idle(project)
+
+
+def test_threshold_checkpoint_flushes_through_codex_and_the_new_session_starts_from_it(
+    project: Project, jail: Jail, codex_bin: Path
+) -> None:
+    setup(project, codex_bin)
+    jail.start()
+    old = wait_idle(project)
+    jail.call(op="control", input_tokens=80_000, decision="Adopt the fake model's checkpoint plan",
+              engram="confirmed: the parser port compiles")
+    project.agentd("send", "cx", "work on the parser")
+    wait_until(lambda: (project.unit_status("cx") or {}).get("state") in ("checkpointing", "respawning") or history(project, "cx"),
+               60, what="the checkpoint to start")
+    jail.call(op="control", input_tokens=None)  # the fresh session reports small usage again
+    record = wait_until(lambda: history(project, "cx") and history(project, "cx")[0], 120, what="the cycle")
+    assert record["trigger"] == "threshold" and record["flush"] == "verified" and record["outcome"] == "respawned", record
+    assert record["exact"] is True and record["window"] == WINDOW and record["tokens_before"] == 80_007
+    assert record["old_session"] == old["session"]
+    engram = (project.root / ".agent" / "engram.md").read_text()
+    assert "confirmed: the parser port compiles" in engram
+    assert "Adopt the fake model's checkpoint plan" in (project.root / ".agent" / "decisions-cx.log").read_text()
+    # the old Codex quit through /quit (exit 0)
+    exits = [e for e in project.events("session_exited") if e.get("session") == old["session"]]
+    assert exits and exits[-1]["exit"] == "exit 0", exits
+    new = wait_idle(project)
+    assert new["session"] == record["new_session"] != old["session"]
+    firsts = wait_until(lambda: len(jail.first_requests()) >= 2 and jail.first_requests(), 60, what="the new session's request")
+    wakeup = user_messages(firsts[-1])[-1]
+    assert "Adopt the fake model's checkpoint plan" in wakeup and "confirmed: the parser port compiles" in wakeup
+    assert CONSTRAINT in wakeup
+    assert not alive(old["pid"])
+    assert [p.pid for p in codex_processes(codex_bin)] == [new["pid"]]
+
+
+def test_kill_9_restarts_from_the_wakeup_and_leaves_nothing(project: Project, jail: Jail, codex_bin: Path) -> None:
+    setup(project, codex_bin)
+    jail.start()
+    old = wait_idle(project)
+    assert [p.pid for p in codex_processes(codex_bin)] == [old["pid"]]
+    os.kill(old["pid"], signal.SIGKILL)
+    new = wait_until(lambda: (r := project.unit_status("cx")) and r["state"] == "running" and r["session"] != old["session"]
+                     and r["turn"] == "idle" and r, 60, what="the restarted session")
+    assert new["restarts"] == 1 and "SIGKILL" in (new["last_exit"] or "")
+    firsts = wait_until(lambda: len(jail.first_requests()) >= 2 and jail.first_requests(), 30, what="the restart's first request")
+    wakeup = user_messages(firsts[-1])[-1]
+    assert CONSTRAINT in wakeup and DECISION in wakeup
+    assert [p.pid for p in codex_processes(codex_bin)] == [new["pid"]]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "app-server" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_unreachable_model_server_is_a_clear_state_and_recovers(project: Project, jail: Jail, codex_bin: Path) -> None:
+    setup(project, codex_bin, restart="burst = 50")
+    jail.start()
+    wait_idle(project)
+    jail.call(op="server", up=False)
+    project.agentd("send", "cx", "this request cannot reach the model")
+    row = wait_until(lambda: (r := project.unit_status("cx")) and r["state"] in ("backoff", "failed") and r, 60,
+                     what="the unit to leave running")
+    assert "model server unreachable" in row["reason"] and "Connection failed" in row["reason"], row
+    assert [e for e in project.events("session_failed") if e.get("unit") == "cx"]
+    before = len(jail.first_requests())
+    jail.call(op="server", up=True)
+    new = wait_idle(project, 90)
+    assert new["reason"] is None
+    wait_until(lambda: len(jail.first_requests()) > before, 30, what="a request after the server came back")
+    assert CONSTRAINT in user_messages(jail.first_requests()[-1])[-1]
+    assert [p.pid for p in codex_processes(codex_bin)] == [new["pid"]]
+
+
+def test_stop_checkpoints_quits_with_exit_0_and_leaves_nothing(project: Project, jail: Jail, codex_bin: Path) -> None:
+    setup(project, codex_bin)
+    jail.start()
+    row = wait_idle(project)
+    jail.call(op="control", engram="confirmed: stop flushed")
+    project.agentd("stop")
+    wait_until(lambda: jail.proc is not None and not alive(project.daemon_pid() or 0), 60, what="the daemon to exit")
+    record = history(project, "cx")[-1]
+    assert record["trigger"] == "stop" and record["flush"] == "verified" and record["outcome"] == "stopped", record
+    assert "confirmed: stop flushed" in (project.root / ".agent" / "engram.md").read_text()
+    exits = [e for e in project.events("session_exited") if e.get("session") == row["session"]]
+    assert exits and exits[-1]["exit"] == "exit 0", exits
+    assert not codex_processes(codex_bin)
+    assert not processes_of(project.root)
