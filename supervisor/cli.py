@@ -7,12 +7,94 @@ the same group.  Nothing here holds policy.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .settings import Settings, SettingsError, load_settings
+if TYPE_CHECKING:  # pragma: no cover
+    from .settings import Settings
+
+# Importing pydantic-settings and building the model costs ~0.25 s, most of
+# a short command such as `agentd status`; such commands only need the
+# state directory's paths, which _quick_paths() computes the same way when
+# nothing but plain, valid values is configured (else the full settings).
+_STATE_DIR = ".agentd"
+_PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
+               "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
+               "status_interval": float}
+
+
+class _Paths:
+    """The settings' derived paths a client command needs (same rules as :class:`Settings`)."""
+
+    def __init__(self, project_root: Path, state_dir: Path) -> None:
+        self.project_root = project_root
+        state_dir = state_dir.expanduser()
+        self.state_path = state_dir if state_dir.is_absolute() else project_root / state_dir
+
+    @property
+    def pidfile(self) -> Path:
+        return self.state_path / "agentd.pid"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_path / "agentd.sock"
+
+
+def _plain(key: str, value: Any) -> bool:
+    kind = _PLAIN_KEYS.get(key)
+    if kind is str:
+        return isinstance(value, str) and value != ""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return isinstance(kind, tuple) and value in kind
+
+
+def _quick_paths(config: Path | None, root: Path | None) -> _Paths | None:
+    """The paths without pydantic when the configuration is plain (None: load the full settings).
+
+    Mirrors :func:`supervisor.settings.load_settings`: the config file is
+    ``config``, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml`` when it
+    exists; a relative ``project_root`` in it is relative to the file's
+    project.  Anything else (other ``AGENTD_*`` variables, an unreadable
+    file, unknown keys, values that need conversion) takes the full path,
+    which also reports every error exactly as before.
+    """
+    if any(k.startswith("AGENTD_") and k != "AGENTD_CONFIG" for k in os.environ):
+        return None
+    path = config
+    if path is None and os.environ.get("AGENTD_CONFIG"):
+        path = Path(os.environ["AGENTD_CONFIG"])
+    if path is None:
+        candidate = Path.cwd() / "etc" / "agentd.toml"
+        path = candidate if candidate.is_file() else None
+    data: dict[str, Any] = {}
+    if path is not None:
+        import tomllib
+
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, ValueError):
+            return None
+        if not all(_plain(k, v) for k, v in data.items()):
+            return None
+    if root is not None:
+        project_root = root
+    elif "project_root" in data:
+        project_root = Path(data["project_root"])
+        if not project_root.expanduser().is_absolute():
+            assert path is not None
+            base = path.resolve().parent
+            if base.name == "etc":
+                base = base.parent
+            project_root = base / data["project_root"]
+    else:
+        project_root = Path.cwd()
+    return _Paths(project_root.expanduser().resolve(), Path(data.get("state_dir", _STATE_DIR)))
 
 
 class AppContext:
@@ -27,11 +109,20 @@ class AppContext:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from .settings import SettingsError, load_settings
+
             try:
                 self._settings = load_settings(self._config, project_root=self._root)
             except SettingsError as exc:
                 raise click.ClickException(str(exc)) from None
         return self._settings
+
+    @property
+    def paths(self) -> Settings | _Paths:
+        """pidfile and socket_path, without loading the full settings when they are plain."""
+        if self._settings is not None:
+            return self._settings
+        return _quick_paths(self._config, self._root) or self.settings
 
 
 pass_app = click.make_pass_decorator(AppContext)
@@ -80,7 +171,7 @@ def _fmt_count(n: int) -> str:
     return str(n)
 
 
-def _client_call(settings: Settings, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
+def _client_call(settings: Settings | _Paths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
     from .control import ControlError, DaemonNotRunning, call
 
     try:
@@ -93,7 +184,7 @@ def _client_call(settings: Settings, cmd: str, timeout: float | None = 30.0, **a
         raise click.ClickException(f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)") from None
 
 
-def _running(settings: Settings) -> bool:
+def _running(settings: Settings | _Paths) -> bool:
     from .pidfile import is_locked
 
     return is_locked(settings.pidfile)
@@ -175,7 +266,7 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
     """
     import json
 
-    settings = app.settings
+    settings = app.paths
     if not _running(settings):
         if as_json:
             click.echo(json.dumps({"daemon": None, "units": []}))
@@ -204,6 +295,8 @@ def render_status(result: dict) -> str:
             note = f"restart in {row['next_restart_in']:.0f}s; {note}"
         if row.get("queued_sends"):
             note = f"{row['queued_sends']} queued; {note}"
+        if row.get("violations"):
+            note = f"{row['violations']} violation(s); {note}"
         ctx = row.get("context")
         context = "-"
         if ctx:
@@ -424,6 +517,40 @@ def notify(unit_name: str, payload: str | None) -> None:
         return
     if isinstance(reply, dict) and reply.get("output"):
         click.echo(reply["output"])
+
+
+@cli.command()
+@click.argument("unit", required=False)
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@pass_app
+def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
+    """Scope violations seen by the scope guard (all units, or UNIT)."""
+    import json
+
+    from tabulate import tabulate
+
+    path = app.settings.state_path / "violations.jsonl"
+    rows = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line
+        if unit is None or rec.get("unit") == unit:
+            rows.append(rec)
+    if as_json:
+        for rec in rows:
+            click.echo(json.dumps(rec))
+        return
+    if not rows:
+        click.echo("no violations")
+        return
+    click.echo(tabulate([[r["time"], r["unit"], r["path"], r["rule"], r["action"], r.get("done") or "-"] for r in rows],
+                        headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "DONE"]))
 
 
 @cli.command()

@@ -97,6 +97,7 @@ class Unit:
     last_wakeup: WakeupText | None = None
     failure: str | None = None  # why the adapter says the current session cannot go on
     run_started_at: float | None = None  # monotonic: when this run began (not reset by respawns)
+    violations: int = 0
     usage_scan_at: int = 0  # transcript bytes already scanned for usage-limit messages
 
     @property
@@ -131,6 +132,8 @@ class Arbiter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._scheduler: UnitScheduler | None = None
+        self._guard: Any = None  # scopeguard.ChangeWatcher while units run
+        self._own_writes: dict[str, str] = {}  # path -> digest of what a revert wrote
 
     # ------------------------------------------------------------------ run
     async def run(self) -> int:
@@ -149,6 +152,7 @@ class Arbiter:
         self._spawn_task(self._ticker())
         # Starting units waits on agents (ordering, readiness); signals and exits
         # must keep flowing meanwhile, so it is a task beside the event queue.
+        self._start_guard()
         startup = self._spawn_task(self._start_all(catch_up))
         startup.add_done_callback(lambda _t: self._notifier.ready(self._summary()))
         while not self._done.is_set():
@@ -159,6 +163,8 @@ class Arbiter:
                 break
         await self._server.close()
         self._scheduler.shutdown()
+        if self._guard is not None:
+            await asyncio.to_thread(self._guard.stop)
         log.info("daemon_stopped", pid=os.getpid())
         return 0
 
@@ -763,6 +769,95 @@ class Arbiter:
         if unit.state == S.WAITING and self.units.get(unit.name) is unit:
             self._start(unit, why="resume after usage limit")
 
+    # ------------------------------------------------------------ scope guard
+    def _start_guard(self) -> None:
+        """Watch the project (inotify) so changes can be attributed and checked against scopes."""
+        from .scopeguard import ChangeWatcher
+
+        assert self._loop is not None
+        loop = self._loop
+        try:
+            self._guard = ChangeWatcher(self.settings.project_root,
+                                        lambda rel: loop.call_soon_threadsafe(self._on_file_change, rel))
+            self._guard.start()
+        except (OSError, RuntimeError) as exc:
+            self._guard = None
+            log.error("scope_guard_unavailable", error=str(exc))
+
+    def _global_forbid(self) -> list[str]:
+        from .scopeguard import forbid_globs_from_constraints
+
+        try:
+            text = (self.settings.project_root / ".agent" / "constraints.md").read_text(errors="replace")
+        except OSError:
+            return []
+        return forbid_globs_from_constraints(text)
+
+    def _on_file_change(self, rel: str) -> None:
+        from .scopeguard import Candidate, attribute, check, content_digest
+
+        root = self.settings.project_root
+        own = self._own_writes.pop(rel, None)
+        if own is not None and content_digest(root / rel) == own:
+            return  # our own revert
+        now = self.clock()
+        candidates = []
+        for unit in self.units.values():
+            session = unit.session
+            if session is None or unit.state not in (S.RUNNING, S.CHECKPOINTING):
+                continue
+            workdir = unit.spec.workdir_path(root).resolve()
+            try:
+                workdir_rel = workdir.relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue
+            candidates.append(Candidate(
+                unit=unit.name, workdir_rel="" if workdir_rel == "." else workdir_rel,
+                scope=list(unit.spec.scope.paths), forbid=list(unit.spec.scope.forbid),
+                shared=list(unit.spec.scope.shared),
+                busy=unit.watcher is not None and not unit.watcher.idle,
+                last_output_age=now - session.last_output_at,
+            ))
+        if not candidates:
+            return
+        who = attribute(rel, candidates)
+        if who.unit is None:
+            log.info("change_unattributed", path=rel, candidates=who.candidates, why=who.why)
+            return
+        unit = self.units[who.unit]
+        violation = check(rel, list(unit.spec.scope.paths), list(unit.spec.scope.forbid), self._global_forbid())
+        if violation is None:
+            return
+        self._spawn_task(self._act_on_violation(unit, violation, who.why))
+
+    async def _act_on_violation(self, unit: Unit, violation: Any, why: str) -> None:
+        from .scopeguard import content_digest, revert
+
+        action = unit.spec.scope.on_violation
+        root = self.settings.project_root
+        unit.violations += 1
+        done = ""
+        if action == "revert":
+            snapshot = await asyncio.to_thread(_latest_snapshot, root)
+            try:
+                done = await asyncio.to_thread(revert, root, violation.path, snapshot,
+                                               self.settings.state_path / "quarantine")
+                self._own_writes[violation.path] = content_digest(root / violation.path)
+            except Exception as exc:  # noqa: BLE001 - report, warn, carry on
+                done = f"revert failed: {exc}"
+        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "unit": unit.name,
+                  "session": unit.session.session_id if unit.session else None, "path": violation.path,
+                  "rule": violation.rule, "kind": violation.kind, "action": action, "attributed": why, "done": done}
+        _append_jsonl(self.settings.state_path / "violations.jsonl", record)
+        log.warning("scope_violation", **record)
+        message = (f"agentd: you changed {violation.path}, which is {violation.rule}. "
+                   + ("agentd restored it. " if action == "revert" and not done.startswith("revert failed") else "")
+                   + "Stay within your scope and the constraints in .agent/constraints.md.")
+        if action == "stop":
+            await self._stop(unit, f"scope violation: {violation.path} ({violation.rule})", checkpoint=True)
+        else:
+            unit.sends.append(message)
+
     def _person_typing(self, unit: Unit) -> bool:
         at = unit.person_input_at
         return bool(at) and time.monotonic() - at < PERSON_IDLE
@@ -1169,6 +1264,7 @@ class Arbiter:
                     "queued_sends": len(unit.sends),
                     "last_checkpoint": _cycle_summary(unit.last_cycle),
                     "viewers": unit.viewers,
+                    "violations": unit.violations,
                     "schedule": self._scheduler.next_times(unit.name) if self._scheduler and (unit.spec.schedule.start or unit.spec.schedule.stop) else None,
                 }
             )
@@ -1340,6 +1436,29 @@ class Arbiter:
             return 0
         unit.viewers = max(0, unit.viewers + delta)
         return unit.viewers
+
+
+def _latest_snapshot(root: Path) -> dict[str, Any] | None:
+    from .memory.snapshots import list_ids, load
+    from .memory.store import AgentPaths
+
+    paths = AgentPaths(root)
+    ids = list_ids(paths)
+    return load(paths, ids[-1]) if ids else None
+
+
+def _append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """One whole line, appended under a lock, fsynced."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -109,6 +109,7 @@ class ScopeSection(_Section):
     paths: tuple[str, ...] = ()
     forbid: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()
+    on_violation: Literal["warn", "revert", "stop"] = "warn"
 
     @field_validator("module")
     @classmethod

@@ -140,3 +140,77 @@ def test_a_stalled_agent_is_checkpointed_and_restarted(project: Project) -> None
     assert record["outcome"] == "respawned" and record["old_session"] == first["session"]
     wait_until(lambda: len(sessions_inputs(inputs)) >= 2, 60, what="the fresh session's wakeup")
     assert project.events("stalled")
+
+
+def test_overlapping_scopes_are_refused_unless_shared(project: Project) -> None:
+    project.agentd("init")
+    fake(project, "whole", scope='paths = ["src/**"]')
+    fake(project, "api", scope='paths = ["src/api/**"]')
+    fake(project, "docs", scope='paths = ["docs/**"]')
+    project.agentd("start")
+    project.wait_state("docs", "running")
+    status = project.status()
+    assert {r["unit"] for r in status["units"]} == {"docs"}
+    errors = [e for e in status["errors"] if "overlap" in e]
+    assert len(errors) == 2
+    assert any("whole.toml" in e and "'api'" in e and "src/api/" in e for e in errors)
+    assert any("api.toml" in e and "'whole'" in e for e in errors)
+    project.agentd("stop", "--now")
+    fake(project, "whole", scope='paths = ["src/**"]\nshared = ["src/api/**"]')
+    fake(project, "api", scope='paths = ["src/api/**"]\nshared = ["src/api/**"]')
+    project.agentd("start")
+    for name in ("whole", "api", "docs"):
+        project.wait_state(name, "running")
+
+
+def _git(root: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={**clean_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
+    root = project.root
+    for d in ("w1/migrations", "w2", "w3"):
+        (root / d).mkdir(parents=True)
+    (root / "w2" / "tracked.txt").write_bytes(b"line one\nline two\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "w2/tracked.txt")
+    _git(root, "commit", "-q", "-m", "base")
+    project.agentd("init")
+    (root / ".agent" / "constraints.md").write_text("# Hard constraints\n\n- forbid: w1/migrations/**\n")
+    warn_in = root / "warner-inputs.jsonl"
+    for name, d, mode in (("warner", "w1", "warn"), ("reverter", "w2", "revert"), ("stopper", "w3", "stop")):
+        path = project.root / "units" / f"{name}.toml"
+        fake(project, name, scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"')
+        path.write_text(path.read_text().replace("[agent]\n", f'[agent]\nworkdir = "{d}"\n', 1))
+    project.agentd("start")
+    for name in ("warner", "reverter", "stopper"):
+        project.wait_state(name, "running")
+        wait_until(lambda n=name: len(sessions_inputs(root / f"{n}-inputs.jsonl")) == 1, 60, what=f"{name}'s wakeup")
+    # warn: a forbidden path (constraints.md) is named in a message typed at the next turn end
+    project.agentd("send", "warner", "write migrations/001.sql DROP TABLE users;")
+    wait_until(lambda: any("w1/migrations/001.sql" in m and "constraints.md" in m for m in sessions_inputs(warn_in)[-1]),
+               60, what="the warning typed into warner")
+    # revert: the tracked file comes back byte for byte, the agent's version is kept in quarantine
+    project.agentd("send", "reverter", "write tracked.txt EVIL")
+    wait_until(lambda: (root / "w2" / "tracked.txt").read_bytes() == b"line one\nline two\n"
+               and any(v["unit"] == "reverter" for v in _violations(project)), 60, what="the revert")
+    assert any(p.read_bytes().endswith(b"EVIL\n") for p in (project.state / "quarantine").rglob("tracked.txt"))
+    # stop: a checkpoint, then the unit stops
+    project.agentd("send", "stopper", "write outside.txt oops")
+    wait_until(lambda: project.unit_status("stopper")["state"] == "inactive", 60, what="the stop")
+    assert history(project, "stopper")[-1]["trigger"] == "stop"
+    rules = {v["unit"]: v for v in _violations(project)}
+    assert rules["warner"]["rule"].startswith("forbidden by constraints.md")
+    assert rules["stopper"]["rule"].startswith("outside scope") and rules["stopper"]["action"] == "stop"
+    assert project.unit_status("warner")["violations"] == 1
+    listed = project.agentd("violations", "reverter").stdout
+    assert "w2/tracked.txt" in listed and "revert" in listed and "warner" not in listed
+
+
+def _violations(project: Project) -> list[dict]:
+    out = project.agentd("violations", "--json").stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
