@@ -146,9 +146,13 @@ class UnitScheduler:
 
 # Usage limits -----------------------------------------------------------------------
 
+# Error messages, not talk about limits: "rate limit" alone (an agent writing a
+# rate limiter) does not count; "rate limit reached/exceeded/hit" does.
 _LIMIT_RE = re.compile(
-    r"(usage limit|rate limit|rate-limited|quota (?:exceeded|exhausted)|out of credits|"
-    r"you(?:'ve| have) (?:hit|reached) your (?:\w+ )?limit|too many requests|\b429\b)",
+    r"(?:usage|rate)[ -]limits?\b.{0,40}?\b(?:reached|exceeded|hit)\b"
+    r"|\b(?:hit|reached|exceeded) (?:the |your )?(?:\w+ )?(?:usage|rate)[ -]limit"
+    r"|you(?:'ve| have) (?:hit|reached) your (?:\w+ )?limit"
+    r"|quota (?:exceeded|exhausted)|out of credits|too many requests|(?:http|status|error)[ :]*429\b",
     re.IGNORECASE,
 )
 _RESET_IN_RE = re.compile(r"(?:try again|resets?|retry|available again)\s+in\s+(\d+)\s*(second|sec|s|minute|min|m|hour|hr|h)\w*",
