@@ -1435,6 +1435,8 @@ class Arbiter:
         if unit is None:
             return 0
         unit.viewers = max(0, unit.viewers + delta)
+        if delta < 0:
+            unit.person_input_at = 0.0  # the person left: agentd may type again
         return unit.viewers
 
 

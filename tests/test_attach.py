@@ -262,3 +262,43 @@ def test_attach_to_an_unknown_or_stopped_unit_fails_cleanly(project: Project) ->
     assert unknown.returncode == 1 and "no such unit 'nosuch'" in unknown.stderr
     stopped = project.agentd("attach", "idle", check=False)
     assert stopped.returncode == 1 and "no running session" in stopped.stderr
+
+
+def test_a_due_checkpoint_waits_while_a_person_types(project: Project, viewers: list[pexpect.spawn]) -> None:
+    import subprocess
+
+    from tests.conftest import AGENTD
+    from tests.test_continuity import history
+
+    project.fake_unit("worker", cycle=True)
+    unit_file = project.root / "units" / "worker.toml"
+    unit_file.write_text(unit_file.read_text().replace("[agent]\n", '[agent]\nprompt = "fake> $"\n', 1))
+    project.agentd("start")
+    project.wait_state("worker", "running")
+    wait_until(lambda: project.unit_status("worker")["wakeup"] == "delivered via first-message", 60,
+               what="the wakeup to be delivered")
+    viewer = spawn_viewer(project, viewers, "worker")
+    viewer.send("e")  # a person starts typing a line
+    wait_until(lambda: events_of(project, "attached", "worker"), TIMEOUT, what="the attach event")
+    proc = subprocess.Popen([*AGENTD, "--root", str(project.root), "checkpoint", "worker"], env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        row = wait_until(lambda: (r := project.unit_status("worker"))["state"] == "checkpointing"
+                         and "a person is typing" in (r["activity"] or "") and r, 60,
+                         what="the checkpoint to wait for the person")
+        assert history(project, "worker") == []
+        for ch in "cho still-here":  # keep typing: the checkpoint keeps waiting
+            viewer.send(ch)
+            assert project.unit_status("worker")["state"] == "checkpointing"
+        viewer.send("\r")
+        viewer.expect("still-here")
+        assert history(project, "worker") == []
+        assert detach(viewer, "worker") == 0  # the person leaves: the checkpoint goes ahead
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    record = history(project, "worker")[-1]
+    assert record["trigger"] == "command" and record["flush"] == "verified" and record["steps"]["wait_turn_end"] > 0
+    assert row["viewers"] == 1
