@@ -121,11 +121,10 @@ def history_path(state_dir: Path, unit: str) -> Path:
     return state_dir / "history" / f"{unit}.jsonl"
 
 
-def append_history(state_dir: Path, record: CycleRecord) -> None:
-    """Append one whole line under a lock, fsynced."""
-    path = history_path(state_dir, record.unit)
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one whole JSON line under an exclusive lock, fsynced."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    line = (json.dumps(record.as_dict(), separators=(",", ":")) + "\n").encode()
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -133,6 +132,10 @@ def append_history(state_dir: Path, record: CycleRecord) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_history(state_dir: Path, record: CycleRecord) -> None:
+    append_jsonl(history_path(state_dir, record.unit), record.as_dict())
 
 
 def read_history(state_dir: Path, unit: str) -> Iterator[dict[str, Any]]:

@@ -37,7 +37,16 @@ import structlog
 
 from . import __version__
 from .adapters.base import Adapter, ContextFigure, Keystrokes, TurnWatcher
-from .checkpoint import PERSON_IDLE, CycleRecord, WakeupText, append_history, checkpoint_prompt, due, unit_wakeup
+from .checkpoint import (
+    PERSON_IDLE,
+    CycleRecord,
+    WakeupText,
+    append_history,
+    append_jsonl,
+    checkpoint_prompt,
+    due,
+    unit_wakeup,
+)
 from .control import Command, ControlError, ControlServer
 from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
 from .environment import agent_environment
@@ -848,7 +857,7 @@ class Arbiter:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "unit": unit.name,
                   "session": unit.session.session_id if unit.session else None, "path": violation.path,
                   "rule": violation.rule, "kind": violation.kind, "action": action, "attributed": why, "done": done}
-        _append_jsonl(self.settings.state_path / "violations.jsonl", record)
+        append_jsonl(self.settings.state_path / "violations.jsonl", record)
         log.warning("scope_violation", **record)
         message = (f"agentd: you changed {violation.path}, which is {violation.rule}. "
                    + ("agentd restored it. " if action == "revert" and not done.startswith("revert failed") else "")
@@ -1447,20 +1456,6 @@ def _latest_snapshot(root: Path) -> dict[str, Any] | None:
     paths = AgentPaths(root)
     ids = list_ids(paths)
     return load(paths, ids[-1]) if ids else None
-
-
-def _append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """One whole line, appended under a lock, fsynced."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:

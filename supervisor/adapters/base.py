@@ -145,18 +145,7 @@ class TurnWatcher:
 
     async def wait_idle(self, timeout: float, tick: float = 0.1) -> bool:
         """Wait until the agent is idle; False at the deadline."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.tick()
-            if self.idle:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            try:
-                await asyncio.wait_for(self._changed.wait(), min(tick, remaining))
-            except asyncio.TimeoutError:
-                pass
+        return await self.wait_turns(0, timeout, tick)
 
     async def wait_turns(self, count: int, timeout: float, tick: float = 0.1) -> bool:
         """Wait until ``turns_ended`` reaches ``count``; False at the deadline."""
