@@ -16,7 +16,7 @@ child's stdout through a pipe into its own log file.
 
 ``--short`` (< 3 minutes): fewer and shorter runs, for a quick look.
 ``--full`` (default): the durations of the issue (20 s streams, 60 s idle),
-3 repetitions.
+2 repetitions of the streams, 3 of the flood.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ WORK = HERE / ".work"
 VENV = WORK / "venv"
 PY = sys.executable  # the project's interpreter: runs agentd and every child
 AGENTD_CMD = [str(Path(PY).with_name("agentd"))]  # [PY, "-m", "supervisor"] with --committed
+# With --committed, PYTHONPATH for agentd and the fake agent only: supervisord's own
+# interpreter must never see it (its package is also called ``supervisor``).
+AGENTD_ENV: dict[str, str] = {}
 CHILD = str(HERE / "child.py")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SUPERVISOR_VERSION = "4.3.0"
@@ -144,7 +147,7 @@ class Agentd:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")} | AGENTD_ENV
         self.out = open(self.run.dir / "agentd.out", "wb")
         self.proc = subprocess.Popen([*AGENTD_CMD, "--root", str(self.project), "start", "--foreground"],
                                      cwd=self.project, env=env, stdout=self.out, stderr=subprocess.STDOUT,
@@ -338,9 +341,10 @@ def scenario_flood(reps: int, size: int) -> dict:
 # ---------------------------------------------------------------- scenario 3 and 4
 def timed_command(argv: list[str], cwd: Path) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds (the command and its children) and exit code."""
+    env = os.environ | AGENTD_ENV if argv[:len(AGENTD_CMD)] == AGENTD_CMD else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -427,7 +431,8 @@ def restart_agentd(cycles: int) -> dict:
                 raise RuntimeError("agentd checkpoint failed")
             walls.append(wall)
         events = _events(log)
-        hist = subprocess.run([*AGENTD_CMD, "history", "fake", "--json"], cwd=sup.project, capture_output=True, text=True)
+        hist = subprocess.run([*AGENTD_CMD, "history", "fake", "--json"], cwd=sup.project, capture_output=True, text=True,
+                              env=os.environ | AGENTD_ENV)
         steps = [json.loads(ln).get("steps", {}) for ln in hist.stdout.splitlines() if ln.strip()]
     finally:
         sup.stop()
@@ -446,6 +451,9 @@ def restart_supervisord(cycles: int) -> dict:
     """The nearest supervisord equivalent: ``supervisorctl restart`` until the new agent shows its prompt."""
     run = Run("r-supervisord")
     sup = Supervisord(run, {"fake": [PY, "-m", "supervisor.fakeagent"]})
+    if AGENTD_ENV:
+        sup.conf.write_text(sup.conf.read_text().replace(
+            "[program:fake]\n", f"[program:fake]\nenvironment=PYTHONPATH=\"{AGENTD_ENV['PYTHONPATH']}\"\n"))
     log = sup.base / "logs" / "fake.log"
     latencies = []
     try:
@@ -583,8 +591,8 @@ def write_report(data: dict, path: Path) -> None:
         L.append("agentd cycle steps (medians over the cycles, seconds): " + ", ".join(
             f"{k} {statistics.median([st[k] for st in a5['steps'] if k in st]):.2f}" for k in keys) + ".")
         L.append("")
-    L += ["agentd's figure covers: quitting the old fake agent (its quit command, then Ctrl-D; `QUIT_PAUSE` = 1 s "
-          "between them), ending its tree, spawning the new one, waiting until its prompt has been on screen for the "
+    L += ["agentd's figure covers: quitting the old fake agent (its quit command; Ctrl-D only if it is still there "
+          "after `QUIT_PAUSE`), ending its tree, spawning the new one, waiting until its prompt has been on screen for the "
           "debounce (0.15 s), typing the wakeup and waiting for the agent's answer turn. Flushes: "
           f"{', '.join(sorted(set(a5['flush'])))}. supervisord has no checkpoint or wakeup; its row is the nearest "
           "equivalent (stop + start + first prompt).", ""]
@@ -651,13 +659,13 @@ def main(argv: list[str] | None = None) -> int:
                                 check=True).stdout.strip()
         archive = subprocess.run(["git", "archive", "HEAD", "supervisor"], cwd=ROOT, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-        os.environ["PYTHONPATH"] = str(tree)  # the daemon, the CLI and the fake agent all import from it
+        AGENTD_ENV["PYTHONPATH"] = str(tree)  # the daemon, the CLI and the fake agent import from it
         AGENTD_CMD[:] = [PY, "-m", "supervisor"]
         source = f"commit {commit} (`git archive HEAD`)"
     params = ({"reps": 1, "stream_seconds": 5.0, "counts": [1, 10, 50], "flood_mb": 30, "flood_reps": 2,
                "idle_children": 50, "idle_seconds": 10.0, "idle_reps": 1, "status_runs": 5, "restart_cycles": 2}
               if short else
-              {"reps": 3, "stream_seconds": 20.0, "counts": [1, 10, 50], "flood_mb": 200, "flood_reps": 3,
+              {"reps": 2, "stream_seconds": 20.0, "counts": [1, 10, 50], "flood_mb": 200, "flood_reps": 3,
                "idle_children": 50, "idle_seconds": 60.0, "idle_reps": 1, "status_runs": 15, "restart_cycles": 5})
     only = set(args.only.split(",")) if args.only else None
     data: dict = {"mode": "short" if short else "full", "date": datetime.now().strftime("%Y-%m-%d %H:%M"),
