@@ -1170,7 +1170,7 @@ class Arbiter:
     async def send(self, name: str, text: str, enter: bool = True) -> dict[str, Any]:
         """Type ``text`` into the agent: now if its turn has ended, else at the next turn end."""
         unit = self._unit(name)
-        if unit.state in (S.CHECKPOINTING, S.RESPAWNING) or (unit.busy and unit.state != S.STARTING):
+        if unit.state in (S.CHECKPOINTING, S.RESPAWNING):
             raise ControlError(
                 f"unit {name!r} is {unit.state.value} ({unit.activity or 'busy'}): nothing is typed into an agent "
                 "during a checkpoint; send again when `agentd status` shows it running"
