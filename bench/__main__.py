@@ -662,8 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         AGENTD_ENV["PYTHONPATH"] = str(tree)  # the daemon, the CLI and the fake agent import from it
         AGENTD_CMD[:] = [PY, "-m", "supervisor"]
         source = f"commit {commit} (`git archive HEAD`)"
-    params = ({"reps": 1, "stream_seconds": 5.0, "counts": [1, 10, 50], "flood_mb": 30, "flood_reps": 2,
-               "idle_children": 50, "idle_seconds": 10.0, "idle_reps": 1, "status_runs": 5, "restart_cycles": 2}
+    params = ({"reps": 1, "stream_seconds": 5.0, "counts": [1, 10, 50], "flood_mb": 15, "flood_reps": 2,
+               "idle_children": 50, "idle_seconds": 8.0, "idle_reps": 1, "status_runs": 5, "restart_cycles": 2}
               if short else
               {"reps": 2, "stream_seconds": 20.0, "counts": [1, 10, 50], "flood_mb": 200, "flood_reps": 3,
                "idle_children": 50, "idle_seconds": 60.0, "idle_reps": 1, "status_runs": 15, "restart_cycles": 5})
