@@ -71,6 +71,9 @@ log = structlog.get_logger("agentd")
 
 S = UnitState
 
+#: Seconds between scans of a streaming agent's new output for usage-limit messages.
+USAGE_SCAN_EVERY = 3.0
+
 
 @dataclass
 class Unit:
@@ -108,6 +111,7 @@ class Unit:
     run_started_at: float | None = None  # monotonic: when this run began (not reset by respawns)
     violations: int = 0
     usage_scan_at: int = 0  # transcript bytes already scanned for usage-limit messages
+    usage_scanned_at: float = 0.0  # monotonic time of that scan
 
     @property
     def name(self) -> str:
@@ -161,7 +165,7 @@ class Arbiter:
         self._spawn_task(self._ticker())
         # Starting units waits on agents (ordering, readiness); signals and exits
         # must keep flowing meanwhile, so it is a task beside the event queue.
-        self._start_guard()
+        self._maybe_start_guard()
         startup = self._spawn_task(self._start_all(catch_up))
         startup.add_done_callback(lambda _t: self._notifier.ready(self._summary()))
         while not self._done.is_set():
@@ -741,7 +745,8 @@ class Arbiter:
             self._spawn_task(self._stop(unit, f"max_runtime {sched.max_runtime:g}s reached", checkpoint=True))
             return True
         written = session.transcript.raw_bytes
-        if written != unit.usage_scan_at:
+        if written != unit.usage_scan_at and now - unit.usage_scanned_at >= USAGE_SCAN_EVERY:
+            unit.usage_scanned_at = now
             new = min(written - unit.usage_scan_at, 3000)
             unit.usage_scan_at = written
             limit = usage_limit(session.transcript.tail(max(new, 200)))
@@ -779,6 +784,14 @@ class Arbiter:
             self._start(unit, why="resume after usage limit")
 
     # ------------------------------------------------------------ scope guard
+    def _maybe_start_guard(self) -> None:
+        """Watch the project only when a unit's scope or constraints.md restricts something."""
+        if self._guard is not None:
+            return
+        restricted = any(u.spec.scope.paths or u.spec.scope.forbid for u in self.units.values())
+        if restricted or self._global_forbid():
+            self._start_guard()
+
     def _start_guard(self) -> None:
         """Watch the project (inotify) so changes can be attributed and checked against scopes."""
         from .scopeguard import ChangeWatcher
@@ -1164,6 +1177,7 @@ class Arbiter:
                 report["restarted"].append(name)
             else:
                 report["kept"].append(name)
+        self._maybe_start_guard()
         log.info("reloaded", **{k: v for k, v in report.items() if k != "errors"}, errors=len(errors))
         return report
 
@@ -1290,9 +1304,12 @@ class Arbiter:
         }
 
     async def _refresh_stats(self, units: list[Unit]) -> None:
+        """CPU and RSS of each agent's tree, at most once per ``status_interval``."""
         live = [u for u in units if u.session is not None]
-        if not live:
+        now = self.clock()
+        if not live or now - self._stats_at < self.settings.status_interval:
             return
+        self._stats_at = now
 
         def collect() -> None:
             cmap = children_map() if len(live) > 3 else None

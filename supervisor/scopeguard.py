@@ -115,6 +115,9 @@ class ChangeWatcher:
         self._started = False
         self._observer: Any = None
         self._worker: threading.Thread | None = None
+        self._handler: _Handler | None = None
+        self._watched: dict[str, Any] = {}  # top-level directory -> its recursive watch
+        self._dir_ops: list[tuple[str | None, str | None]] = []  # (gone, new) top-level dirs, for the worker
 
     # -- life cycle
 
@@ -125,7 +128,14 @@ class ChangeWatcher:
         self._started = True
         self._observer = Observer()
         self._observer.daemon = True
-        self._observer.schedule(_Handler(self), self._root, recursive=True)
+        self._handler = _Handler(self)
+        # No kernel watch on ignored directories (.agentd's transcripts are written
+        # all the time): the root alone, plus one recursive watch per other top-level
+        # directory; top-level directories created later are added by the worker.
+        self._observer.schedule(self._handler, self._root, recursive=False)
+        for entry in sorted(os.scandir(self._root), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False) and not self.ignored(entry.name):
+                self._watch_dir(entry.name)
         try:
             self._observer.start()
         except OSError as exc:
@@ -172,6 +182,48 @@ class ChangeWatcher:
             return True
         return any(rel == p or rel.startswith(p + "/") for p in self._ignore_prefixes)
 
+    def _watch_dir(self, name: str) -> None:
+        if name in self._watched:
+            return
+        try:
+            self._watched[name] = self._observer.schedule(self._handler, os.path.join(self._root, name), recursive=True)
+        except OSError as exc:  # gone again, or the watch limit
+            log.warning("scopeguard.watch_failed", directory=name, error=str(exc))
+
+    def _unwatch_dir(self, name: str) -> None:
+        watch = self._watched.pop(name, None)
+        if watch is not None:
+            try:
+                self._observer.unschedule(watch)
+            except (KeyError, OSError):
+                pass
+
+    def _note_dir(self, gone: str | None, new: str | None) -> None:
+        """A top-level directory appeared, left, or was renamed: the worker fixes the watches."""
+        gone = gone if gone is not None and "/" not in gone and gone in self._watched else None
+        new = new if new is not None and "/" not in new and not self.ignored(new) else None
+        if gone is None and new is None:
+            return
+        with self._cond:
+            self._dir_ops.append((gone, new))
+            self._cond.notify()
+
+    def _apply_dir_op(self, gone: str | None, new: str | None) -> None:
+        # A watch follows the inode: the old name's watch must go, or a renamed
+        # directory's files would go on being reported under the old path.
+        if gone is not None:
+            self._unwatch_dir(gone)
+        if new is None:
+            return
+        self._watch_dir(new)
+        for dirpath, dirnames, filenames in os.walk(os.path.join(self._root, new)):
+            dirnames[:] = [d for d in dirnames if not self.ignored(d)]
+            for f in filenames:
+                rel = self._rel(os.path.join(dirpath, f))
+                self._note(rel)  # written before the watch existed, or moved in
+                if gone is not None and rel is not None:
+                    self._note(gone + rel[len(new):])  # the file left its old path
+
     def _note(self, rel: str | None) -> None:
         if rel is None or self.ignored(rel):
             return
@@ -189,6 +241,9 @@ class ChangeWatcher:
                 while True:
                     if self._stopping:
                         return
+                    dir_ops, self._dir_ops = self._dir_ops, []
+                    if dir_ops:
+                        break
                     now = time.monotonic()
                     due = [p for p, (first, last) in self._pending.items() if now - last >= self.debounce or now - first >= self.max_delay]
                     if due:
@@ -197,8 +252,12 @@ class ChangeWatcher:
                     if self._pending:
                         timeout = min(min(last + self.debounce, first + self.max_delay) for first, last in self._pending.values()) - now
                     self._cond.wait(timeout)
+                if dir_ops:
+                    due = []
                 for p in due:
                     del self._pending[p]
+            for gone, new in dir_ops:
+                self._apply_dir_op(gone, new)
             for p in sorted(due):
                 try:
                     self.on_change(p)
@@ -218,7 +277,15 @@ class _Handler(FileSystemEventHandler):
     def dispatch(self, event: Any) -> None:
         # Directories: watchdog itself reports the files of a directory moved
         # or created inside the watch; opened / closed: the write was "modified".
-        if event.is_directory or event.event_type not in self.REPORTED:
+        if event.is_directory:
+            if event.event_type == "created":
+                self.w._note_dir(None, self.w._rel(event.src_path))
+            elif event.event_type == "moved":
+                self.w._note_dir(self.w._rel(event.src_path), self.w._rel(event.dest_path))
+            elif event.event_type == "deleted":
+                self.w._note_dir(self.w._rel(event.src_path), None)
+            return
+        if event.event_type not in self.REPORTED:
             return
         self.w._note(self.w._rel(event.src_path))
         if event.event_type == "moved" and event.dest_path:
