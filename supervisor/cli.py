@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .paths import DEFAULT_STATE_DIR, PlainPaths, file_root, find_config
+
 if TYPE_CHECKING:  # pragma: no cover
     from .settings import Settings
 
@@ -21,27 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # a short command such as `agentd status`; such commands only need the
 # state directory's paths, which _quick_paths() computes the same way when
 # nothing but plain, valid values is configured (else the full settings).
-_STATE_DIR = ".agentd"
 _PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
                "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
                "status_interval": float}
-
-
-class _Paths:
-    """The settings' derived paths a client command needs (same rules as :class:`Settings`)."""
-
-    def __init__(self, project_root: Path, state_dir: Path) -> None:
-        self.project_root = project_root
-        state_dir = state_dir.expanduser()
-        self.state_path = state_dir if state_dir.is_absolute() else project_root / state_dir
-
-    @property
-    def pidfile(self) -> Path:
-        return self.state_path / "agentd.pid"
-
-    @property
-    def socket_path(self) -> Path:
-        return self.state_path / "agentd.sock"
 
 
 def _plain(key: str, value: Any) -> bool:
@@ -53,7 +37,7 @@ def _plain(key: str, value: Any) -> bool:
     return isinstance(kind, tuple) and value in kind
 
 
-def _quick_paths(config: Path | None, root: Path | None) -> _Paths | None:
+def _quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
     """The paths without pydantic when the configuration is plain (None: load the full settings).
 
     Mirrors :func:`supervisor.settings.load_settings`: the config file is
@@ -65,12 +49,7 @@ def _quick_paths(config: Path | None, root: Path | None) -> _Paths | None:
     """
     if any(k.startswith("AGENTD_") and k != "AGENTD_CONFIG" for k in os.environ):
         return None
-    path = config
-    if path is None and os.environ.get("AGENTD_CONFIG"):
-        path = Path(os.environ["AGENTD_CONFIG"])
-    if path is None:
-        candidate = Path.cwd() / "etc" / "agentd.toml"
-        path = candidate if candidate.is_file() else None
+    path = find_config(config)
     data: dict[str, Any] = {}
     if path is not None:
         import tomllib
@@ -84,17 +63,12 @@ def _quick_paths(config: Path | None, root: Path | None) -> _Paths | None:
             return None
     if root is not None:
         project_root = root
-    elif "project_root" in data:
-        project_root = Path(data["project_root"])
-        if not project_root.expanduser().is_absolute():
-            assert path is not None
-            base = path.resolve().parent
-            if base.name == "etc":
-                base = base.parent
-            project_root = base / data["project_root"]
+    elif "project_root" in data and path is not None:
+        project_root = file_root(data["project_root"], path)
     else:
         project_root = Path.cwd()
-    return _Paths(project_root.expanduser().resolve(), Path(data.get("state_dir", _STATE_DIR)))
+    return PlainPaths(project_root.expanduser().resolve(), Path(data.get("state_dir", DEFAULT_STATE_DIR)),
+                      Path(data.get("units_dir", "units")))
 
 
 class AppContext:
@@ -118,7 +92,7 @@ class AppContext:
         return self._settings
 
     @property
-    def paths(self) -> Settings | _Paths:
+    def paths(self) -> Settings | PlainPaths:
         """pidfile and socket_path, without loading the full settings when they are plain."""
         if self._settings is not None:
             return self._settings
@@ -171,7 +145,7 @@ def _fmt_count(n: int) -> str:
     return str(n)
 
 
-def _client_call(settings: Settings | _Paths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
+def _client_call(settings: Settings | PlainPaths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
     from .control import ControlError, DaemonNotRunning, call
 
     try:
@@ -184,7 +158,7 @@ def _client_call(settings: Settings | _Paths, cmd: str, timeout: float | None = 
         raise click.ClickException(f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)") from None
 
 
-def _running(settings: Settings | _Paths) -> bool:
+def _running(settings: Settings | PlainPaths) -> bool:
     from .pidfile import is_locked
 
     return is_locked(settings.pidfile)

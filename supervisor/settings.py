@@ -21,8 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-ENV_PREFIX = "AGENTD_"
-DEFAULT_CONFIG = Path("etc") / "agentd.toml"
+from .paths import ENV_PREFIX, StatePaths, file_root, find_config
 
 
 _FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
@@ -42,7 +41,7 @@ class SettingsError(Exception):
     """A setting could not be loaded; the message is one line for the user."""
 
 
-class Settings(BaseSettings):
+class Settings(StatePaths, BaseSettings):
     """What the daemon and the CLI need to find their files and behave."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
@@ -75,46 +74,6 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _FileSource(settings_cls))
 
-    # Derived paths -----------------------------------------------------------------
-    def _under_root(self, path: Path) -> Path:
-        path = path.expanduser()
-        return path if path.is_absolute() else self.project_root / path
-
-    @property
-    def state_path(self) -> Path:
-        return self._under_root(self.state_dir)
-
-    @property
-    def units_path(self) -> Path:
-        return self._under_root(self.units_dir)
-
-    @property
-    def pidfile(self) -> Path:
-        return self.state_path / "agentd.pid"
-
-    @property
-    def socket_path(self) -> Path:
-        return self.state_path / "agentd.sock"
-
-    @property
-    def log_path(self) -> Path:
-        return self.state_path / "agentd.log"
-
-    @property
-    def transcripts_path(self) -> Path:
-        return self.state_path / "transcripts"
-
-
-def _find_config(explicit: Path | None) -> Path | None:
-    if explicit is not None:
-        return explicit
-    env = os.environ.get(ENV_PREFIX + "CONFIG")
-    if env:
-        return Path(env)
-    candidate = Path.cwd() / DEFAULT_CONFIG
-    return candidate if candidate.is_file() else None
-
-
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
@@ -123,13 +82,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(f"config file {path}: not found (pass an existing file to --config)") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"config file {path}: not valid TOML: {exc}") from None
-    # Relative project_root in a file means: relative to the file's project (etc/..).
     root = data.get("project_root")
-    if isinstance(root, str) and not Path(root).expanduser().is_absolute():
-        base = path.resolve().parent
-        if base.name == "etc":
-            base = base.parent
-        data["project_root"] = str(base / root)
+    if isinstance(root, str):
+        data["project_root"] = str(file_root(root, path))
     return data
 
 
@@ -151,7 +106,7 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     its source when something is wrong.
     """
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    path = _find_config(config)
+    path = find_config(config)
     file_data = _read_toml(path) if path is not None else {}
     token = _FILE_DATA.set(file_data)
     try:
