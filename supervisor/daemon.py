@@ -73,6 +73,9 @@ S = UnitState
 
 #: Seconds between scans of a streaming agent's new output for usage-limit messages.
 USAGE_SCAN_EVERY = 3.0
+#: Seconds between records of each agent's process tree (for cleanup after a
+#: crash of the agent or of the daemon; a stop always takes a fresh snapshot).
+TREE_REFRESH = 30.0
 
 
 @dataclass
@@ -147,6 +150,7 @@ class Arbiter:
         self._scheduler: UnitScheduler | None = None
         self._guard: Any = None  # scopeguard.ChangeWatcher while units run
         self._own_writes: dict[str, str] = {}  # path -> digest of what a revert wrote
+        self._spawned_at: float | None = None  # a session started since the last tree record
 
     # ------------------------------------------------------------------ run
     async def run(self) -> int:
@@ -218,8 +222,10 @@ class Arbiter:
             try:
                 self._reap()
                 self._watch_contexts()
-                if now - last_tree >= 10.0:
+                fresh = self._spawned_at is not None and now - self._spawned_at >= 2.0
+                if now - last_tree >= TREE_REFRESH or fresh:
                     last_tree = now
+                    self._spawned_at = None
                     await self._refresh_trees()
             except Exception as exc:  # noqa: BLE001 - one bad tick must not end supervision
                 log.error("tick_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
@@ -273,9 +279,12 @@ class Arbiter:
         running = [u.session for u in self.units.values() if u.session is not None and u.session.exit is None]
         if not running:
             return
-        cmap = await asyncio.to_thread(children_map)
-        for session in running:
-            await asyncio.to_thread(session.refresh_tree, cmap)
+        def refresh() -> None:
+            cmap = children_map()
+            for session in running:
+                session.refresh_tree(cmap)
+
+        await asyncio.to_thread(refresh)
         self._persist_agents()
 
     # ---------------------------------------------------------------- units
@@ -508,6 +517,7 @@ class Arbiter:
         unit.session = session
         unit.watcher = watcher
         unit.last_session = session.session_id
+        self._spawned_at = self.clock()  # record its tree soon: what it starts early counts too
         unit.context = None
         self._persist_agents()
         if wake is None:

@@ -12,8 +12,12 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:  # pragma: no cover
+    import psutil
+
+# psutil is imported where it is used: `agentd status` only needs is_locked().
 
 
 class AlreadyRunning(Exception):
@@ -27,6 +31,8 @@ class PidInfo:
 
     def process(self) -> psutil.Process | None:
         """The live process this record names, or None (dead, or pid reused)."""
+        import psutil
+
         try:
             proc = psutil.Process(self.pid)
             if abs(proc.create_time() - self.create_time) > 0.05:
@@ -76,6 +82,8 @@ class PidFile:
             info = read_pidfile(self.path)
             who = f"pid {info.pid}" if info else "another process"
             raise AlreadyRunning(f"agentd is already running ({who}; pidfile {self.path})") from None
+        import psutil
+
         me = psutil.Process()
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{me.pid} {me.create_time():.3f}\n".encode(), 0)
