@@ -146,7 +146,7 @@ def _fmt_count(n: int) -> str:
 
 
 def _client_call(settings: Settings | PlainPaths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
-    from .control import ControlError, DaemonNotRunning, call
+    from .client import ControlError, DaemonNotRunning, call
 
     try:
         return call(settings.socket_path, cmd, timeout=timeout, **args)
@@ -271,6 +271,10 @@ def render_status(result: dict) -> str:
             note = f"{row['queued_sends']} queued; {note}"
         if row.get("violations"):
             note = f"{row['violations']} violation(s); {note}"
+        sched = row.get("schedule") or {}
+        nexts = [f"next {k} {v[:19].replace('T', ' ')}" for k, v in sched.items() if v]
+        if nexts:
+            note = "; ".join([*nexts, note]) if note else "; ".join(nexts)
         ctx = row.get("context")
         context = "-"
         if ctx:
@@ -391,6 +395,16 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
     if not files:
         raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
     path = files[-1]
+    if raw:
+        if follow:
+            raise click.UsageError("--raw and -f do not go together (follow the clean view, or tail -f the .log)")
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 256 * 1024))
+            data = fh.read()
+        sys.stdout.buffer.write(b"\n".join(data.split(b"\n")[-lines:]))
+        sys.stdout.buffer.flush()
+        return
     if not follow:
         for line in read_clean_tail(path, lines):
             click.echo(line)
@@ -472,7 +486,7 @@ def notify(unit_name: str, payload: str | None) -> None:
     import json
     import os
 
-    from .control import call
+    from .client import call
 
     raw = payload if payload is not None else sys.stdin.read()
     try:

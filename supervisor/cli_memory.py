@@ -135,7 +135,7 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
 
 def _tell_daemon(cmd: str, **args: object) -> object:
     """Best effort: a running daemon hears about it; without one, nothing happens."""
-    from .control import call
+    from .client import call
 
     socket_path = os.environ.get("AGENTD_SOCKET")
     path = Path(socket_path) if socket_path else _settings().socket_path

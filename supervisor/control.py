@@ -26,8 +26,13 @@ from typing import Any
 
 import structlog
 
-MAX_MESSAGE = 1 << 20  # 1 MiB
-_HEADER = struct.Struct(">I")
+from .client import _HEADER, MAX_MESSAGE, Client, ControlError, DaemonNotRunning, ProtocolError, call, encode
+
+__all__ = [
+    "MAX_MESSAGE", "Client", "Command", "ControlError", "ControlServer", "DaemonNotRunning", "ProtocolError",
+    "call", "encode", "read_message",
+]
+
 _PEERCRED = struct.Struct("3i")
 
 log = structlog.get_logger("agentd.control")
@@ -35,14 +40,6 @@ log = structlog.get_logger("agentd.control")
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 #: A streaming handler owns the connection after the request: (args, reader, writer).
 StreamHandler = Callable[[dict[str, Any], asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-class ControlError(Exception):
-    """An error to report to the client (the message is for the user)."""
-
-
-class ProtocolError(Exception):
-    """The peer broke the framing; the connection is closed."""
 
 
 @dataclass(frozen=True)
@@ -58,13 +55,6 @@ class Command:
     args: frozenset[str] = frozenset()
     help: str = ""
     stream: bool = False
-
-
-def encode(message: Mapping[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":"), default=str).encode()
-    if len(body) > MAX_MESSAGE:
-        raise ProtocolError(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE} byte limit")
-    return _HEADER.pack(len(body)) + body
 
 
 async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
@@ -203,74 +193,3 @@ class ControlServer:
             data = encode({"ok": False, "error": str(exc)})
         writer.write(data)
         await writer.drain()
-
-
-class DaemonNotRunning(Exception):
-    """No daemon answers on the socket."""
-
-
-class Client:
-    """A blocking client for the CLI (one socket, several requests)."""
-
-    def __init__(self, path: Path, timeout: float | None = 30.0) -> None:
-        self.path = path
-        self.timeout = timeout
-        self._sock: socket.socket | None = None
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(str(self.path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            sock.close()
-            raise DaemonNotRunning(f"agentd is not running (no answer on {self.path}: {exc.strerror})") from None
-        except OSError:
-            sock.close()
-            raise
-        self._sock = sock
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    def call(self, cmd: str, timeout: float | None = None, **args: Any) -> Any:
-        """Send one command; return its result or raise ControlError."""
-        if self._sock is None:
-            self.connect()
-        assert self._sock is not None
-        self._sock.settimeout(timeout if timeout is not None else self.timeout)
-        self._sock.sendall(encode({"cmd": cmd, "args": args}))
-        reply = self._read()
-        if not reply.get("ok"):
-            raise ControlError(reply.get("error", "unknown error"))
-        return reply.get("result")
-
-    def _recv_exactly(self, size: int) -> bytes:
-        assert self._sock is not None
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self._sock.recv(size - len(chunks))
-            if not chunk:
-                raise DaemonNotRunning("agentd closed the connection")
-            chunks += chunk
-        return bytes(chunks)
-
-    def _read(self) -> dict[str, Any]:
-        (size,) = _HEADER.unpack(self._recv_exactly(_HEADER.size))
-        if size > MAX_MESSAGE:
-            raise ProtocolError("reply too large")
-        return json.loads(self._recv_exactly(size))
-
-
-def call(path: Path, cmd: str, timeout: float | None = 30.0, **args: Any) -> Any:
-    """One-shot request."""
-    with Client(path, timeout=timeout) as client:
-        return client.call(cmd, **args)

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .control import ControlError, DaemonNotRunning, call
+from .client import ControlError, DaemonNotRunning, call
 import psutil
 
 from .pidfile import PidInfo, is_locked

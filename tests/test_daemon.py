@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from supervisor.fakeagent import flood_payload
-from tests.conftest import Project, alive, clean_env, processes_of, wait_until
+from tests.conftest import AGENTD, Project, alive, clean_env, processes_of, wait_until
 
 
 def grandchildren(project: Project, unit: str, count: int) -> list[int]:
@@ -308,3 +308,29 @@ def test_flood_arrives_byte_for_byte_while_status_answers(project: Project) -> N
     start = raw.index(b"00000000 the quick")
     assert raw[start:start + len(expected)] == expected
     assert raw[start + len(expected):] == b"fake> "
+
+
+def test_logs_shows_and_follows_the_clean_transcript(project: Project) -> None:
+    project.fake_unit("talker", "--color")
+    project.agentd("start")
+    project.wait_state("talker", "running")
+    project.agentd("send", "talker", "echo first-line")
+    wait_until(lambda: "first-line" in project.agentd("logs", "talker", "-n", "5").stdout, 30, what="the line in logs")
+    out = project.agentd("logs", "talker", "-n", "50").stdout
+    assert "\x1b[" not in out and "fakeagent 1.0" in out
+    project.agentd("send", "talker", "work 2")
+    wait_until(lambda: "\x1b[" in project.agentd("logs", "talker", "--raw", "-n", "20").stdout, 30,
+               what="colour codes in the raw transcript")
+    follower = subprocess.Popen([*AGENTD, "--root", str(project.root), "logs", "talker", "-f", "-n", "1"],
+                                env=clean_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        project.agentd("send", "talker", "work 3")
+        seen = ""
+        while "Reading src/module_0.py" not in seen:
+            line = follower.stdout.readline()
+            assert line, "logs -f ended"
+            seen += line
+    finally:
+        follower.kill()
+        follower.wait(10)
+    assert project.agentd("logs", "../etc", check=False).returncode != 0
