@@ -145,17 +145,31 @@ def _fmt_count(n: int) -> str:
     return str(n)
 
 
+#: Seconds a command waits for the socket of a daemon that is starting (pidfile held, no socket yet).
+STARTING_GRACE = 15.0
+
+
 def _client_call(settings: Settings | PlainPaths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
     from .client import ControlError, DaemonNotRunning, call
 
-    try:
-        return call(settings.socket_path, cmd, timeout=timeout, **args)
-    except DaemonNotRunning as exc:
-        raise click.ClickException(str(exc)) from None
-    except ControlError as exc:
-        raise click.ClickException(str(exc)) from None
-    except PermissionError as exc:
-        raise click.ClickException(f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)") from None
+    import time
+
+    deadline = time.monotonic() + STARTING_GRACE
+    while True:
+        try:
+            return call(settings.socket_path, cmd, timeout=timeout, **args)
+        except DaemonNotRunning as exc:
+            # A daemon that holds the pidfile but has no socket yet is still starting.
+            if time.monotonic() < deadline and _running(settings):
+                time.sleep(0.05)
+                continue
+            raise click.ClickException(str(exc)) from None
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from None
+        except PermissionError as exc:
+            raise click.ClickException(
+                f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)"
+            ) from None
 
 
 def _running(settings: Settings | PlainPaths) -> bool:

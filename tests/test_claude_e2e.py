@@ -201,7 +201,7 @@ def jail(project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
     j = Jail(project, proc, log, control, port_file)
     try:
         wait_until(lambda: port_file.exists() or proc.poll() is not None, 60, what="the fake server")
-        wait_until(lambda: project.agentd("status", check=False).returncode in (0, 3) or proc.poll() is not None, 60,
+        wait_until(lambda: project.agentd("status", check=False).returncode == 0 or proc.poll() is not None, 60,
                    interval=0.2, what="the daemon's socket")
         assert proc.poll() is None, (tmp_path / "daemon.out").read_text()
         yield j

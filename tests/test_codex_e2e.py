@@ -88,7 +88,7 @@ class Jail:
         env = clean_env(PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(argv, cwd=self.project.root, env=env, stdin=subprocess.DEVNULL)
         wait_until(lambda: self.control.exists() and self.call(op="ping"), 30, what="the jail helper")
-        wait_until(lambda: self.project.agentd("status", check=False).returncode in (0, 3), 60,
+        wait_until(lambda: self.project.agentd("status", check=False).returncode == 0, 60,
                    what=f"the daemon in the namespace ({self.out.read_text(errors='replace')[-2000:] if self.out.exists() else ''})")
 
     def call(self, **req: Any) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -324,9 +325,12 @@ def test_logs_shows_and_follows_the_clean_transcript(project: Project) -> None:
     follower = subprocess.Popen([*AGENTD, "--root", str(project.root), "logs", "talker", "-f", "-n", "1"],
                                 env=clean_env(), stdout=subprocess.PIPE, text=True)
     try:
-        project.agentd("send", "talker", "work 3")
+        project.agentd("send", "talker", "echo followed-live")
         seen = ""
-        while "Reading src/module_0.py" not in seen:
+        deadline = time.monotonic() + 60
+        while "followed-live" not in seen:
+            ready, _, _ = select.select([follower.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"logs -f showed nothing new within 60 s: {seen!r}"
             line = follower.stdout.readline()
             assert line, "logs -f ended"
             seen += line
