@@ -50,11 +50,10 @@ from .checkpoint import (
 from .control import Command, ControlError, ControlServer
 from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
 from .environment import agent_environment
-from .pidfile import PidFile
+from .pidfile import PidFile, ProcessRecord
 from .schedule import UnitScheduler, UsageLimit, usage_limit
 from .sdnotify import Notifier
 from .session import (
-    ProcessRecord,
     Session,
     SpawnError,
     children_map,
@@ -65,6 +64,7 @@ from .session import (
     wait_gone,
 )
 from .settings import Settings
+from .transcript import read_tail
 from .units import UnitError, UnitSpec, command_problem, load_units, start_order
 
 log = structlog.get_logger("agentd")
@@ -1058,7 +1058,10 @@ class Arbiter:
             if changed:
                 record.flush = "verified"
             else:
-                tail = _read_tail(Path(marker.get("transcript", "")), 4000)
+                try:
+                    tail = read_tail(Path(marker.get("transcript", "")), 4000)
+                except OSError:
+                    tail = ""
                 await asyncio.to_thread(write_auto_checkpoint, root, module,
                                         "the daemon stopped in the middle of a checkpoint", tail)
                 record.flush = "auto"
@@ -1490,16 +1493,6 @@ def _cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session")
     return {k: cycle.get(k) for k in keys}
-
-
-def _read_tail(path: Path, size: int) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - size))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def _group_members(pgid: int, leader_ctime: float) -> list[psutil.Process]:

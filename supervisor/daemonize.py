@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 
 from .client import ControlError, DaemonNotRunning, call
-import psutil
-
-from .pidfile import PidInfo, is_locked
+from .pidfile import ProcessRecord, is_locked
 from .settings import Settings
 
 
@@ -56,21 +54,11 @@ def spawn_daemon(settings: Settings, config: Path | None) -> int:
     raise DaemonStartError(f"agentd did not answer on {settings.socket_path} within {settings.start_timeout:g}s")
 
 
-def wait_stopped(settings: Settings, timeout: float, daemon: PidInfo | None = None) -> bool:
+def wait_stopped(settings: Settings, timeout: float, daemon: ProcessRecord | None = None) -> bool:
     """Wait until no daemon holds the pidfile and the daemon process ``daemon`` has exited."""
     deadline = time.monotonic() + timeout
-    while is_locked(settings.pidfile) or _running(daemon):
+    while is_locked(settings.pidfile) or (daemon is not None and daemon.alive() is not None):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
     return True
-
-
-def _running(daemon: PidInfo | None) -> bool:
-    if daemon is None:
-        return False
-    proc = daemon.process()
-    try:
-        return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

@@ -25,27 +25,34 @@ class AlreadyRunning(Exception):
 
 
 @dataclass(frozen=True)
-class PidInfo:
+class ProcessRecord:
+    """Identity of a process that survives pid reuse: pid plus start time.
+
+    The pidfile holds the daemon's; the daemon keeps one per agent process.
+    """
+
     pid: int
     create_time: float
 
-    def process(self) -> psutil.Process | None:
-        """The live process this record names, or None (dead, or pid reused)."""
+    def alive(self) -> psutil.Process | None:
+        """The running process this record names, or None (gone, a zombie, or the pid reused)."""
         import psutil
 
         try:
             proc = psutil.Process(self.pid)
             if abs(proc.create_time() - self.create_time) > 0.05:
                 return None
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
             return proc
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
             return None
 
 
-def read_pidfile(path: Path) -> PidInfo | None:
+def read_pidfile(path: Path) -> ProcessRecord | None:
     try:
         fields = path.read_text().split()
-        return PidInfo(int(fields[0]), float(fields[1]))
+        return ProcessRecord(int(fields[0]), float(fields[1]))
     except (OSError, ValueError, IndexError):
         return None
 

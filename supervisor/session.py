@@ -22,13 +22,13 @@ import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pexpect
 import psutil
 
 from .lifecycle import ExitInfo
+from .pidfile import ProcessRecord
 from .transcript import Transcript
 
 READ_SIZE = 65536
@@ -58,25 +58,6 @@ def _child_setup() -> None:  # pragma: no cover - runs in the forked child
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-
-
-@dataclass(frozen=True)
-class ProcessRecord:
-    """Identity of a process that survives pid reuse: pid plus start time."""
-
-    pid: int
-    create_time: float
-
-    def alive(self) -> psutil.Process | None:
-        try:
-            proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) > 0.05:
-                return None
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return proc
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            return None
 
 
 def record_of(proc: psutil.Process) -> ProcessRecord | None:

@@ -527,10 +527,11 @@ class Transcript:
 
     def tail(self, n_bytes: int) -> str:
         """The last ``n_bytes`` (at most) of the clean text, read from the file."""
-        return _read_tail_bytes(self.text_path, n_bytes)
+        return read_tail(self.text_path, n_bytes)
 
 
-def _read_tail_bytes(path: Path, n_bytes: int) -> str:
+def read_tail(path: Path, n_bytes: int) -> str:
+    """The last ``n_bytes`` of a UTF-8 file as text (a character cut at the start is skipped)."""
     if n_bytes <= 0:
         return ""
     with open(path, "rb") as f:
