@@ -36,6 +36,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -172,15 +173,20 @@ class Agentd:
         return [*AGENTD_CMD, "status"]
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.out.close()
+        _end(self.proc, self.out)
+
+
+def _end(proc: subprocess.Popen[bytes] | None, out: Any) -> None:
+    """SIGTERM a supervisor, SIGKILL it after 60 s, close its output file."""
+    if proc is None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    out.close()
 
 
 class Supervisord:
@@ -233,15 +239,7 @@ class Supervisord:
         return [str(VENV / "bin" / "supervisorctl"), "-c", str(self.conf), "status"]
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.out.close()
+        _end(self.proc, self.out)
 
 
 SUPERVISORS = {"agentd": Agentd, "supervisord": Supervisord}
