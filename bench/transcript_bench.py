@@ -1,4 +1,4 @@
-"""Micro-benchmark of :meth:`supervisor.transcript.Transcript.write`.
+"""Micro-benchmark of :meth:`supervisor.session.transcript.Transcript.write`.
 
 Run ``python -m bench.transcript_bench [--mb N]``.  Feeds 64 KiB chunks of
 realistic agent output (ANSI-coloured lines as the PTY delivers them, with
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from supervisor.transcript import Transcript
+from supervisor.session.transcript import Transcript
 
 CHUNK = 64 * 1024
 

@@ -3,7 +3,7 @@
 ``python -m bench.wakeup [--short]`` builds ``.agent/`` stores with 10, 1,000
 and 100,000 decisions (rolled into 50-decision epochs as agentd writes them,
 plus one 100,000-line hand-written log) and 1,000 snapshots in a temporary
-git repository, then times :func:`supervisor.wakeup.build_wakeup` (median of
+git repository, then times :func:`supervisor.continuity.wakeup.build_wakeup` (median of
 several runs) and a plain shell wakeup (``cat`` task and constraints,
 ``tail -5`` the log, ``find | head -30``) on the same directory.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from supervisor.memory import init_store
 from supervisor.memory.decisions import EPOCH_SIZE
 from supervisor.memory.store import AgentPaths, snapshot_id
-from supervisor.wakeup import build_wakeup
+from supervisor.continuity.wakeup import build_wakeup
 
 SHELL = "cat .agent/current-task.md .agent/constraints.md; tail -5 {log}; find . -path ./.git -prune -o -print | head -30"
 

@@ -25,20 +25,14 @@ from .memory.store import AgentPaths
 SERVER_NAME = "agentd-memory"
 
 
-def _default_target(root: Path, units_dir: Path | None) -> tuple[str | None, list[str]]:
-    env_module = os.environ.get("AGENTD_MODULE", "").strip()
-    if env_module:
-        return (None if env_module == "global" else env_module), []
-    unit = os.environ.get("AGENTD_UNIT", "").strip()
-    if unit and units_dir is not None:
-        from .wakeup import unit_memory_scope
+def _default_target(units_dir: Path | None) -> tuple[str | None, list[str]]:
+    from .config.units import memory_target
 
-        try:
-            module, scope, _cmd, _budget = unit_memory_scope(units_dir, unit)
-        except Exception:  # noqa: BLE001 - a broken unit file must not stop the tools
-            return None, []
-        return module, scope
-    return None, []
+    try:
+        target = memory_target(units_dir or Path("units"), os.environ)
+    except Exception:  # noqa: BLE001 - a broken unit file must not stop the tools
+        return None, []
+    return target.module, list(target.scope)
 
 
 def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
@@ -48,7 +42,7 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
 
     root = Path(root)
     paths = AgentPaths(root)
-    default_module, default_scope = _default_target(root, units_dir)
+    default_module, default_scope = _default_target(units_dir)
     server = MCPServer(
         SERVER_NAME,
         instructions=(

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
+
+from .durable import write_json
 
 Action = Callable[[str, str, bool], Awaitable[None]]  # (unit, "start" | "stop", missed)
 
@@ -81,12 +82,7 @@ class UnitScheduler:
             return {}
 
     def _save(self) -> None:
-        tmp = self._path.with_suffix(".json.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(self._last, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
+        write_json(self._path, self._last, mode=0o600, indent=None)
 
     def start(self) -> None:
         self._scheduler.start()

@@ -15,8 +15,8 @@ from typing import Any
 from supervisor.adapters import make_adapter
 from supervisor.adapters.base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Turn
 from supervisor.adapters.claude import KICKOFF, ClaudeAdapter, TranscriptMeter, project_dir_name
-from supervisor.settings import Settings
-from supervisor.units import parse_unit
+from supervisor.config.settings import Settings
+from supervisor.config.units import parse_unit
 
 KEY = "sk-ant-test-0123456789abcdefghijKLMNOP"
 

@@ -19,10 +19,10 @@ import pytest
 from supervisor.adapters import ADAPTERS, AdapterUnavailable, make_adapter
 from supervisor.adapters.base import Turn
 from supervisor.adapters.generic import DEFAULT_QUIET, WAKEUP_ENV, GenericAdapter, ScreenWatcher
-from supervisor.screen import Screen
-from supervisor.session import Session
-from supervisor.settings import Settings
-from supervisor.units import parse_unit
+from supervisor.session.screen import Screen
+from supervisor.session.pty import Session
+from supervisor.config.settings import Settings
+from supervisor.config.units import parse_unit
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 15.0

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 import pexpect
 import pytest
 
-from supervisor import attach as proto
-from supervisor.control import encode
+from supervisor.control import attach as proto
+from supervisor.control.framing import FrameDecoder, frame
+from supervisor.control.framing import encode
 from tests.conftest import Project, alive, clean_env, wait_until
 
 TIMEOUT = 20
@@ -126,7 +127,7 @@ class RawViewer:
         self.sock.sendall(encode({"cmd": "attach", "args": {"unit": unit, "read_only": read_only, "rows": 24, "cols": 80}}))
         (size,) = struct.unpack(">I", self._exactly(4))
         self.reply = json.loads(self._exactly(size))
-        self.decoder = proto.FrameDecoder()
+        self.decoder = FrameDecoder()
 
     def _exactly(self, size: int) -> bytes:
         data = b""
@@ -137,7 +138,7 @@ class RawViewer:
         return data
 
     def send(self, kind: bytes, payload: bytes = b"") -> None:
-        self.sock.sendall(proto.frame(kind, payload))
+        self.sock.sendall(frame(kind, payload))
 
     def frames_until(self, kind: bytes) -> list[tuple[bytes, bytes]]:
         """Read frames until one of ``kind`` arrives (or the connection ends)."""

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from supervisor.adapters.base import ContextFigure
-from supervisor.checkpoint import CycleRecord, append_history, due, read_history
-from supervisor.units import parse_unit
+from supervisor.continuity.policy import due
+from supervisor.continuity.records import CycleRecord, append_history, read_history
+from supervisor.config.units import parse_unit
 
 
 def spec(tmp_path: Path, context: str = ""):

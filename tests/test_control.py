@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.control import MAX_MESSAGE, Client, Command, ControlError, ControlServer, encode
+from supervisor.control.client import Client
+from supervisor.control.framing import MAX_MESSAGE, ControlError, encode
+from supervisor.control.server import Command, ControlServer
 
 
 @pytest.fixture

@@ -210,7 +210,7 @@ def _nobody_connect(sock_path: Path, payload: bytes) -> subprocess.CompletedProc
 
 @pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root to act as a second uid")
 def test_control_socket_is_owner_only_and_survives_bad_requests(project: Project) -> None:
-    from supervisor.control import MAX_MESSAGE, encode
+    from supervisor.control.framing import MAX_MESSAGE, encode
 
     # A state directory that a second uid could reach if agentd let it (pytest's tmp is 0700).
     base = Path(tempfile.mkdtemp(prefix="agentd-sock-"))

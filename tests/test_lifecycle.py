@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from supervisor.lifecycle import (
+from supervisor.daemon.lifecycle import (
     TRANSITIONS,
     ExitInfo,
     GiveUp,

@@ -12,18 +12,9 @@ from pathlib import Path
 import pytest
 
 from supervisor.memory.gitfiles import scope_hashes
-from supervisor.scopeguard import (
-    TEMP_PREFIX,
-    Candidate,
-    ChangeWatcher,
-    Violation,
-    attribute,
-    check,
-    content_digest,
-    forbid_globs_from_constraints,
-    overlaps,
-    revert,
-)
+from supervisor.scope.revert import TEMP_PREFIX, content_digest, revert
+from supervisor.scope.rules import Candidate, Violation, attribute, check, forbid_globs_from_constraints, overlaps
+from supervisor.scope.watcher import ChangeWatcher
 
 DEADLINE = 5.0
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id .* already exists:RuntimeWarning")

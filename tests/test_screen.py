@@ -1,11 +1,11 @@
-"""supervisor.screen: a raw tail rendered by pyte on demand, with real ANSI."""
+"""supervisor.session.screen: a raw tail rendered by pyte on demand, with real ANSI."""
 
 from __future__ import annotations
 
 import pyte
 import pytest
 
-from supervisor.screen import DEFAULT_TAIL, Screen
+from supervisor.session.screen import DEFAULT_TAIL, Screen
 
 CSI = b"\x1b["
 

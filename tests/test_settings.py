@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.settings import SettingsError, load_settings
+from supervisor.config.settings import SettingsError, load_settings
 
 
 def test_precedence_flag_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

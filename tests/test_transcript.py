@@ -1,4 +1,4 @@
-"""Tests for supervisor.transcript: redaction, raw and clean views, tail and follow."""
+"""Tests for supervisor.session.transcript: redaction, raw and clean views, tail and follow."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.tokens import estimate_tokens
-from supervisor.transcript import (
-    MAX_HOLD,
-    CleanTextFilter,
-    Redactor,
-    Transcript,
-    follow_clean,
-    read_clean_tail,
-    redact_text,
-)
+from supervisor.session.cleantext import CleanTextFilter
+from supervisor.session.redact import MAX_HOLD, Redactor, redact_text
+from supervisor.session.transcript import Transcript, follow_clean, read_clean_tail
 
 SECRETS = {
     "openai": b"sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.units import UnitLoadError, load_unit, load_units, start_order, unit_path
+from supervisor.config.units import UnitLoadError, load_unit, load_units, start_order, unit_path
 
 GOOD = '[agent]\ncommand = ["python", "-m", "supervisor.fakeagent"]\n'
 

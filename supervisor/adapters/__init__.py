@@ -14,8 +14,8 @@ from .codex import CodexAdapter
 from .generic import GenericAdapter
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
-    from ..units import UnitSpec
+    from ..config.settings import Settings
+    from ..config.units import UnitSpec
 
 __all__ = ["ADAPTERS", "AdapterUnavailable", "make_adapter"]
 

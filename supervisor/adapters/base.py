@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import Session
-    from ..settings import Settings
-    from ..units import UnitSpec
+    from ..session.pty import Session
+    from ..config.settings import Settings
+    from ..config.units import UnitSpec
 
 BRACKETED_PASTE_START = b"\x1b[200~"
 BRACKETED_PASTE_END = b"\x1b[201~"

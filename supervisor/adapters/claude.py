@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..durable import JsonlTail, write_json
 from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, Turn, TurnWatcher
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import Session
+    from ..session.pty import Session
 
 __all__ = ["KICKOFF", "ClaudeAdapter", "HookWatcher", "TranscriptMeter", "project_dir_name"]
 
@@ -98,30 +99,27 @@ class TranscriptMeter:
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path
-        self.offset = 0
+        self._tail = JsonlTail(path)
         self.used: int | None = None
         self.source = "claude transcript"
 
+    @property
+    def path(self) -> Path | None:
+        return self._tail.path
+
+    @property
+    def offset(self) -> int:
+        """Bytes of the transcript consumed so far."""
+        return self._tail.offset
+
     def follow(self, path: Path) -> None:
         """Switch to another transcript (``/clear`` starts a new session id)."""
-        if path != self.path:
-            self.path, self.offset, self.used = path, 0, None
+        if path != self._tail.path:
+            self._tail.follow(path)
+            self.used = None
 
     def read(self) -> int | None:
-        if self.path is None:
-            return self.used
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return self.used
-        end = data.rfind(b"\n")
-        if end < 0:
-            return self.used
-        self.offset += end + 1
-        for line in data[: end + 1].splitlines():
+        for line in self._tail.lines():
             self._entry(line)
         return self.used
 
@@ -208,7 +206,7 @@ class ClaudeAdapter(Adapter):
         if skip_permissions and os.geteuid() == 0 and "IS_SANDBOX" not in own:
             extra["IS_SANDBOX"] = "1"  # root refuses --dangerously-skip-permissions otherwise
         settings_path = state / SETTINGS_FILE
-        _write_json(settings_path, hook_settings(self.spec.name, skip_permissions))
+        write_json(settings_path, hook_settings(self.spec.name, skip_permissions), mode=0o600, indent=1)
         claude_id = str(uuid.uuid4())
         argv = [*command, "--settings", str(settings_path), "--session-id", claude_id]
         if skip_permissions:
@@ -335,12 +333,4 @@ def prepare_config_dir(config_dir: Path, workdir: Path, api_key: str | None) -> 
         approved = responses.setdefault("approved", [])
         if api_key[-20:] not in approved:
             approved.append(api_key[-20:])
-    _write_json(path, state)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    write_json(path, state, mode=0o600, indent=1)

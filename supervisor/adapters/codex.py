@@ -55,10 +55,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..durable import JsonlTail
 from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, Turn, TurnWatcher
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import Session
+    from ..session.pty import Session
 
 __all__ = ["CodexAdapter", "CodexWatcher", "Rollout", "native_binary"]
 
@@ -116,7 +117,7 @@ class Rollout:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
+        self._tail = JsonlTail(path)
         self.thread_id = "-".join(path.stem.split("-")[-5:])  # rollout-<date>T<time>-<thread uuid>
         self.last_total: int | None = None
         self.last_window: int | None = None
@@ -125,21 +126,9 @@ class Rollout:
         self.task_ends = 0
         self.compactions = 0
         self.error: str | None = None  # the newest turn's connection error, None after a good turn
-        self.bytes_read = 0
 
     def update(self) -> None:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n")
-        if end < 0:
-            return
-        self.offset += end + 1
-        self.bytes_read += end + 1
-        for line in data[: end + 1].splitlines():
+        for line in self._tail.lines():
             self._line(line)
 
     def _line(self, line: bytes) -> None:

@@ -9,7 +9,7 @@ Everything comes from the unit's ``[agent]`` keys:
                    wakeup it is also written to ``<session state dir>/wakeup.md``
                    and ``AGENTD_WAKEUP_FILE`` names it, so scripts can read it.
 ``prompt``         regex searched in the rendered screen's cursor line (see
-                   :meth:`supervisor.screen.Screen.cursor_line`); anchor it,
+                   :meth:`supervisor.session.screen.Screen.cursor_line`); anchor it,
                    e.g. ``'^fake> $'``
 ``quiet``          seconds of silence that also end a turn (0: off); with
                    neither ``prompt`` nor ``quiet`` set, 2 s of silence
@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from ..screen import Screen
+from ..session.screen import Screen
 from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, TurnWatcher
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import Session
+    from ..session.pty import Session
 
 __all__ = ["DEBOUNCE", "DEFAULT_QUIET", "QUIT_PAUSE", "WAKEUP_ENV", "WAKEUP_FILE", "GenericAdapter", "ScreenWatcher"]
 

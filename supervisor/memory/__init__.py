@@ -5,10 +5,10 @@ One module per idea: :mod:`.store` (paths, lock, durable writes),
 :mod:`.snapshots`, :mod:`.gitfiles` (scope files and blob hashes),
 :mod:`.task`, :mod:`.engram`, :mod:`.facts`, :mod:`.recall`,
 :mod:`.checkpoint` (for the supervisor), :mod:`.doctor`, :mod:`.scaffold`.
-The briefing built from all of it is :mod:`supervisor.wakeup`.
+The briefing built from all of it is :mod:`supervisor.continuity.wakeup`.
 """
 
-from .checkpoint import memory_fingerprint, write_auto_checkpoint
+from .flush import memory_fingerprint, write_auto_checkpoint
 from .decisions import record_decision
 from .engram import append_note
 from .facts import add_fact, check_facts, invalidate, promote

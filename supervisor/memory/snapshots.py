@@ -13,7 +13,6 @@ are thinned to the decision and the hashes (enough to restore any file).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from .gitfiles import ScopeFiles, cat_blob

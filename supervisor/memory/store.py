@@ -2,13 +2,11 @@
 
 Every write to the memory store is one of:
 
-* :func:`append_line` — a whole line appended with one ``write`` on an
-  ``O_APPEND`` descriptor while holding the store lock, then ``fsync``.  If a
-  crash left the file without a final newline (a torn line), the new line is
-  started on a fresh line so it is never glued onto the fragment.
-* :func:`atomic_write` — temp file in the same directory, ``fsync``, ``rename``
-  over the target, ``fsync`` of the directory.  Readers see the old or the new
-  file, never a mix.
+* :func:`append_line` — a whole line appended while holding the store lock
+  (:func:`supervisor.durable.append_line`: one ``write``, ``fsync``, a torn
+  last line never glued to);
+* :func:`atomic_write` / :func:`write_json` — :mod:`supervisor.durable`'s
+  temp-fsync-rename; readers see the old or the new file, never a mix.
 
 :func:`store_lock` is one ``fcntl.flock`` on ``.agent/.lock``; every read-modify-
 write of the store (decide, fact changes, promote) runs inside it, so eight
@@ -22,12 +20,16 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from .. import durable
+from ..durable import atomic_write, write_json
+
+__all__ = ["atomic_write", "write_json"]  # re-exported: the store's writes are durable's
 
 AGENT_DIR = ".agent"
 GLOBAL = "global"
@@ -161,63 +163,9 @@ def store_lock(paths: AgentPaths) -> Iterator[None]:
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (temp + fsync + rename + dir fsync)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Atomically write ``data`` as stable, sorted, indented JSON."""
-    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
 def append_line(path: Path, line: str) -> int:
-    """Append one whole line (caller holds :func:`store_lock`); return its byte offset.
-
-    A newline inside ``line`` is a bug in the caller: lines are the unit of
-    the log format.  A missing final newline (torn last line) is repaired by
-    starting on a fresh line, so the fragment stays a separate malformed line.
-    """
-    if "\n" in line or "\r" in line:
-        raise ValueError("a memory line must not contain a newline")
-    data = (line + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size > 0 and _last_byte(path, size) != b"\n":
-            data = b"\n" + data
-            size += 1
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return size
-
-
-def _last_byte(path: Path, size: int) -> bytes:
-    with path.open("rb") as fh:
-        fh.seek(size - 1)
-        return fh.read(1)
+    """Append one whole line (the caller holds :func:`store_lock`); return its byte offset."""
+    return durable.append_line(path, line, lock=False)
 
 
 def write_if_missing(path: Path, text: str) -> bool:

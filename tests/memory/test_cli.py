@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from supervisor.cli import cli
+from supervisor.cli.app import cli
 
 WHY = "because the parser is slow, so we cache tokens"
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from supervisor.memory import AgentPaths, add_fact, append_note, record_decision, update_task_state
 from supervisor.tokens import estimate_tokens
-from supervisor.wakeup import TRIM_ORDER, build_wakeup, run_wakeup_command
+from supervisor.continuity.wakeup import TRIM_ORDER, build_wakeup, run_wakeup_command
 
 from .conftest import T0
 

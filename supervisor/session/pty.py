@@ -21,14 +21,13 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pexpect
 import psutil
 
-from .lifecycle import ExitInfo
-from .pidfile import ProcessRecord
+from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
 from .transcript import Transcript
 
 READ_SIZE = 65536
@@ -58,32 +57,6 @@ def _child_setup() -> None:  # pragma: no cover - runs in the forked child
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-
-
-def record_of(proc: psutil.Process) -> ProcessRecord | None:
-    try:
-        return ProcessRecord(proc.pid, proc.create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def live_tree(records: Iterable[ProcessRecord]) -> list[psutil.Process]:
-    return [p for p in (r.alive() for r in records) if p is not None]
-
-
-def signal_processes(procs: Iterable[psutil.Process], sig: int) -> None:
-    for proc in procs:
-        try:
-            proc.send_signal(sig)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            pass
-
-
-def kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Session:
@@ -291,33 +264,20 @@ class Session:
 
     # -- process tree -----------------------------------------------------------
     def refresh_tree(self, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:
-        """Record the agent's current descendants (by pid and start time); return the live tree."""
-        procs: list[psutil.Process] = []
+        """Record the agent's current descendants (by pid and start time); return the live tree.
+
+        Members recorded earlier stay recorded while they live, even once
+        reparented away from the leader (a setsid grandchild).
+        """
         leader = self.tree.get(self.pid)
         root = leader.alive() if leader else None
         if root is not None:
-            procs.append(root)
-            try:
-                if children_of is None:
-                    procs.extend(root.children(recursive=True))
-                else:
-                    stack = list(children_of.get(self.pid, ()))
-                    while stack:
-                        pid = stack.pop()
-                        try:
-                            procs.append(psutil.Process(pid))
-                        except psutil.NoSuchProcess:
-                            continue
-                        stack.extend(children_of.get(pid, ()))
-            except psutil.NoSuchProcess:
-                pass
-        # Members of the process group that may have been reparented already.
-        for proc in procs:
-            rec = record_of(proc)
-            if rec is not None:
-                self.tree[rec.pid] = rec
+            for proc in descendants(root, children_of):
+                rec = record_of(proc)
+                if rec is not None:
+                    self.tree[rec.pid] = rec
         live = live_tree(self.tree.values())
-        self.tree = {p.pid: ProcessRecord(p.pid, p.create_time()) for p in live if _ctime(p) is not None}
+        self.tree = {p.pid: rec for p in live if (rec := record_of(p)) is not None}
         if self.pid not in self.tree and self.exit is None and self.create_time:
             self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
         return live
@@ -407,38 +367,3 @@ class Session:
     @property
     def uptime(self) -> float:
         return time.monotonic() - self.started_at if self.started_at else 0.0
-
-
-def _ctime(proc: psutil.Process) -> float | None:
-    try:
-        return proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def children_map() -> dict[int, list[int]]:
-    """ppid -> child pids for every process, in one pass over /proc."""
-    result: dict[int, list[int]] = {}
-    for proc in psutil.process_iter(["ppid"]):
-        ppid = proc.info.get("ppid")
-        if ppid is not None:
-            result.setdefault(ppid, []).append(proc.pid)
-    return result
-
-
-async def wait_gone(procs: list[psutil.Process], deadline: float, poll: float = 0.05) -> list[psutil.Process]:
-    """Wait until every process in ``procs`` is gone (zombies count as gone); return survivors."""
-    remaining = list(procs)
-    while remaining:
-        remaining = [p for p in remaining if _running(p)]
-        if not remaining or time.monotonic() >= deadline:
-            break
-        await asyncio.sleep(poll)
-    return remaining
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False

@@ -15,9 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from .client import ControlError, DaemonNotRunning, call
-from .pidfile import ProcessRecord, is_locked
-from .settings import Settings
+from ..control.client import ControlError, DaemonNotRunning, call
+from ..session.process import ProcessRecord
+from .pidfile import is_locked
+from ..config.settings import Settings
 
 
 class DaemonStartError(Exception):

@@ -1,8 +1,7 @@
-"""The control socket: framing, the explicit command table, the server and a client.
+"""The control socket's server: the explicit command table, peer check, dispatch.
 
-Protocol: a Unix stream socket.  Each message is a 4-byte big-endian length
-followed by that many bytes of UTF-8 JSON (at most :data:`MAX_MESSAGE`).  A
-request is ``{"cmd": NAME, "args": {...}}``; a reply is ``{"ok": true,
+Protocol (framing in :mod:`supervisor.control.framing`): a Unix stream
+socket; each message is length-prefixed UTF-8 JSON.  A request is ``{"cmd": NAME, "args": {...}}``; a reply is ``{"ok": true,
 "result": ...}`` or ``{"ok": false, "error": "..."}``.  One connection may
 carry several requests, answered in order.
 
@@ -15,7 +14,6 @@ there is no attribute lookup by name.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import struct
@@ -26,12 +24,9 @@ from typing import Any
 
 import structlog
 
-from .client import _HEADER, MAX_MESSAGE, Client, ControlError, DaemonNotRunning, ProtocolError, call, encode
+from .framing import HEADER, MAX_MESSAGE, ControlError, ProtocolError, decode, encode
 
-__all__ = [
-    "MAX_MESSAGE", "Client", "Command", "ControlError", "ControlServer", "DaemonNotRunning", "ProtocolError",
-    "call", "encode", "read_message",
-]
+__all__ = ["Command", "ControlError", "ControlServer", "ProtocolError", "read_message"]
 
 _PEERCRED = struct.Struct("3i")
 
@@ -60,25 +55,19 @@ class Command:
 async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     """Read one message; None on a clean end of stream."""
     try:
-        header = await reader.readexactly(_HEADER.size)
+        header = await reader.readexactly(HEADER.size)
     except asyncio.IncompleteReadError as exc:
         if exc.partial:
             raise ProtocolError("truncated header") from None
         return None
-    (size,) = _HEADER.unpack(header)
+    (size,) = HEADER.unpack(header)
     if size > MAX_MESSAGE:
         raise ProtocolError(f"message of {size} bytes exceeds the {MAX_MESSAGE} byte limit")
     try:
         body = await reader.readexactly(size)
     except asyncio.IncompleteReadError:
         raise ProtocolError("truncated message") from None
-    try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"message is not JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise ProtocolError("message must be a JSON object")
-    return message
+    return decode(body)
 
 
 def peer_uid(sock: socket.socket) -> int:

@@ -1,6 +1,6 @@
 """CLI commands over the ``.agent/`` memory store (decide, note, fact, recall, wakeup, init, ...).
 
-Thin on purpose: parse, call :mod:`supervisor.memory` / :mod:`supervisor.wakeup`,
+Thin on purpose: parse, call :mod:`supervisor.memory` / :mod:`supervisor.continuity.wakeup`,
 print.  Library errors become one-line ``click.ClickException`` messages.
 
 Which module a command writes to: ``--module M`` (or ``--global``), else
@@ -14,25 +14,15 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 
-@dataclass
-class Target:
-    """Where a command acts: module (None = global), scope globs and the unit they came from."""
-
-    module: str | None
-    scope: list[str] = field(default_factory=list)
-    unit: str | None = None
-
-
 @contextlib.contextmanager
 def _errors() -> Iterator[None]:
     """Turn library errors into one-line CLI errors."""
-    from .memory import LineError, StoreError
+    from ..memory import LineError, StoreError
 
     try:
         yield
@@ -41,7 +31,7 @@ def _errors() -> Iterator[None]:
 
 
 def _settings():  # -> Settings (imported lazily to avoid a cycle with cli.py)
-    from .cli import AppContext
+    from .context import AppContext
 
     app = click.get_current_context().find_object(AppContext)
     if app is None:  # pragma: no cover - only when called outside the agentd group
@@ -53,33 +43,25 @@ def _root() -> Path:
     return _settings().project_root
 
 
-def _unit(name: str) -> tuple[str | None, list[str], list[str] | None, int | None]:
-    from .wakeup import unit_memory_scope
+def _unit(name: str):  # -> UnitSpec
+    from ..config.units import load_unit
 
     try:
-        return unit_memory_scope(_settings().units_path, name)
-    except (ImportError, ValueError) as exc:
-        raise click.ClickException(f"unit {name!r}: {exc}") from None
-    except Exception as exc:  # UnitLoadError names the file and the problem
+        return load_unit(_settings().units_path, name)
+    except Exception as exc:  # noqa: BLE001 - UnitLoadError names the file and the problem
         raise click.ClickException(f"unit {name!r}: {exc}") from None
 
 
-def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()) -> Target:
-    """Apply the module rule from the module docstring."""
+def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()):  # -> MemoryTarget
+    """The module rule (:func:`supervisor.config.units.memory_target`), with CLI errors."""
+    from ..config.units import memory_target
+
     if global_ and module:
         raise click.UsageError("--module and --global exclude each other")
-    if global_:
-        return Target(None, list(scope))
-    if module:
-        return Target(None if module == "global" else module, list(scope))
-    env_module = os.environ.get("AGENTD_MODULE", "").strip()
-    if env_module:
-        return Target(None if env_module == "global" else env_module, list(scope))
-    unit = os.environ.get("AGENTD_UNIT", "").strip()
-    if unit:
-        unit_module, unit_scope, _cmd, _budget = _unit(unit)
-        return Target(unit_module, list(scope) or unit_scope, unit)
-    return Target(None, list(scope))
+    try:
+        return memory_target(_settings().units_path, os.environ, module, global_, scope)
+    except Exception as exc:  # noqa: BLE001 - a unit file that cannot be loaded
+        raise click.ClickException(f"unit {os.environ.get('AGENTD_UNIT')!r}: {exc}") from None
 
 
 def register(group: click.Group) -> None:
@@ -93,7 +75,7 @@ def register(group: click.Group) -> None:
 @click.command()
 def init() -> None:
     """Create the .agent/ memory store (idempotent; never overwrites a file)."""
-    from .memory import AgentPaths, init_store
+    from ..memory import AgentPaths, init_store
 
     root = _root()
     with _errors():
@@ -117,7 +99,7 @@ def init() -> None:
 def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], alternatives: str,
            module: str | None, global_: bool, scope: tuple[str, ...]) -> None:
     """Record an irreversible decision (with a snapshot) in the decision log."""
-    from .memory import AgentPaths, record_decision
+    from ..memory import AgentPaths, record_decision
 
     target = resolve_target(module, global_, scope)
     root = _root()
@@ -135,7 +117,7 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
 
 def _tell_daemon(cmd: str, **args: object) -> object:
     """Best effort: a running daemon hears about it; without one, nothing happens."""
-    from .client import call
+    from ..control.client import call
 
     socket_path = os.environ.get("AGENTD_SOCKET")
     path = Path(socket_path) if socket_path else _settings().socket_path
@@ -153,9 +135,10 @@ def _tell_daemon(cmd: str, **args: object) -> object:
 @click.argument("text")
 def task(unit: str, text: str) -> None:
     """Give UNIT a new task: current-task.md, a `task` decision, and the agent is told at its next turn end."""
-    from .memory import AgentPaths, record_decision, update_task_state
+    from ..memory import AgentPaths, record_decision, update_task_state
 
-    module, scope, _cmd, _budget = _unit(unit)
+    spec = _unit(unit)
+    module, scope = spec.module, list(spec.scope.paths)
     root = _root()
     paths = AgentPaths(root)
     with _errors():
@@ -177,8 +160,8 @@ def task(unit: str, text: str) -> None:
 @click.option("--tag", help="only decisions with this tag")
 def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None) -> None:
     """The decision timeline: the global log merged by time with module logs (all epochs)."""
-    from .memory import AgentPaths
-    from .memory.decisions import Entry, iter_all, log_modules
+    from ..memory import AgentPaths
+    from ..memory.decisions import Entry, iter_all, log_modules
 
     paths = AgentPaths(_root())
     wanted: list[str | None] = [None]
@@ -209,7 +192,7 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
 @click.option("--hypothesis", "kind", flag_value="hypothesis", help="a guess still to check")
 def note(text: str, kind: str | None) -> None:
     """Append a note to engram.md (say --confirmed or --hypothesis)."""
-    from .memory import append_note
+    from ..memory import append_note
 
     if kind is None:
         raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
@@ -231,7 +214,7 @@ def fact() -> None:
 @click.option("--source", required=True, help="PATH:LINE or PATH:START-END the fact comes from")
 def fact_add(text: str, module: str | None, source: str) -> None:
     """Record a fact and the hash of the cited lines."""
-    from .memory import add_fact
+    from ..memory import add_fact
 
     target = resolve_target(module, False)
     with _errors():
@@ -242,9 +225,9 @@ def fact_add(text: str, module: str | None, source: str) -> None:
 @fact.command("check")
 def fact_check() -> None:
     """Re-read every fact's source; mark changed ones stale (exit 1 if any is stale)."""
-    from .memory import check_facts
-    from .memory import facts as facts_mod
-    from .memory.store import AgentPaths
+    from ..memory import check_facts
+    from ..memory import facts as facts_mod
+    from ..memory.store import AgentPaths
 
     root = _root()
     with _errors():
@@ -263,7 +246,7 @@ def fact_check() -> None:
 @click.option("--why", required=True, help="why the fact no longer holds")
 def fact_invalidate(fact_id: str, why: str) -> None:
     """Mark a fact invalid; it stays in the file with the reason."""
-    from .memory import invalidate
+    from ..memory import invalidate
 
     with _errors():
         f = invalidate(_root(), fact_id, why)
@@ -274,8 +257,8 @@ def fact_invalidate(fact_id: str, why: str) -> None:
 @click.option("--module", help="only this module ('global' for global facts)")
 def fact_list(module: str | None) -> None:
     """List facts with their status."""
-    from .memory import facts as facts_mod
-    from .memory.store import AgentPaths
+    from ..memory import facts as facts_mod
+    from ..memory.store import AgentPaths
 
     with _errors():
         items = facts_mod.load_all(AgentPaths(_root()))
@@ -290,7 +273,7 @@ def fact_list(module: str | None) -> None:
 @click.option("--module", help="module that receives the facts (default: $AGENTD_MODULE, unit's module, global)")
 def promote(module: str | None) -> None:
     """Move confirmed engram notes into facts and archive the engram."""
-    from .memory import promote as promote_fn
+    from ..memory import promote as promote_fn
 
     target = resolve_target(module, False)
     with _errors():
@@ -313,7 +296,7 @@ def promote(module: str | None) -> None:
 def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, modules: tuple[str, ...],
                kinds: tuple[str, ...], limit: int | None) -> None:
     """Search all decision epochs, facts and engram; newest first."""
-    from .memory import recall
+    from ..memory import recall
 
     with _errors():
         hits = recall(_root(), words, tag=tag, path=path, modules=modules,
@@ -337,23 +320,23 @@ def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, module
 def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], budget: int | None,
                decision_count: int) -> None:
     """Print the wakeup briefing for a unit or module."""
-    from .wakeup import DEFAULT_BUDGET, build_wakeup, run_wakeup_command
+    from ..continuity.wakeup import DEFAULT_BUDGET, DEFAULT_DECISIONS, build_wakeup, unit_wakeup
 
     root = _root()
     if unit:
         if module:
             raise click.UsageError("give a UNIT or --module, not both")
-        unit_module, unit_scope, command, unit_budget = _unit(unit)
-        if command:
-            with _errors():
-                click.echo(run_wakeup_command(root, command), nl=False)
+        spec = _unit(unit)
+        if not scope and budget is None and decision_count == DEFAULT_DECISIONS:
+            with _errors():  # exactly what the daemon gives the unit's next session
+                click.echo(unit_wakeup(spec, root).text, nl=False)
             return
-        target = Target(unit_module, list(scope) or unit_scope, unit)
-        budget = budget or unit_budget
+        module_name, globs, budget = spec.module, list(scope) or list(spec.scope.paths), budget or spec.wakeup.budget
     else:
         target = resolve_target(module, False, scope)
+        module_name, globs = target.module, list(target.scope)
     with _errors():
-        w = build_wakeup(root, target.module, target.scope, budget or DEFAULT_BUDGET, decision_count=decision_count)
+        w = build_wakeup(root, module_name, globs, budget or DEFAULT_BUDGET, decision_count=decision_count)
     click.echo(w.text, nl=False)
 
 
@@ -369,8 +352,8 @@ def snapshot() -> None:
 @click.option("--file", "file", help="print this file's content as the snapshot recorded it")
 def snapshot_show(ident: str, file: str | None) -> None:
     """Print a snapshot, or with --file the recorded content of one file."""
-    from .memory import snapshots
-    from .memory.store import AgentPaths
+    from ..memory import snapshots
+    from ..memory.store import AgentPaths
 
     paths = AgentPaths(_root())
     with _errors():
@@ -385,8 +368,8 @@ def snapshot_show(ident: str, file: str | None) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 def snapshot_list(limit: int) -> None:
     """The newest snapshots, newest first."""
-    from .memory import snapshots
-    from .memory.store import AgentPaths
+    from ..memory import snapshots
+    from ..memory.store import AgentPaths
 
     paths = AgentPaths(_root())
     for seq in reversed(snapshots.list_ids(paths)[-limit:]):
@@ -401,7 +384,7 @@ def snapshot_list(limit: int) -> None:
 @click.command()
 def doctor() -> None:
     """Check the store: malformed lines (file:line), stale facts, missing files. Exit 1 on errors."""
-    from .memory.doctor import diagnose
+    from ..memory.doctor import diagnose
 
     findings = diagnose(_root())
     for f in findings:
@@ -415,7 +398,7 @@ def doctor() -> None:
 @click.command("mcp")
 def mcp_cmd() -> None:
     """Serve the memory tools to an agent over MCP on stdio."""
-    from .mcp_server import serve
+    from ..mcp_server import serve
 
     settings = _settings()
     serve(settings.project_root, settings.units_path)

@@ -16,9 +16,10 @@ rule here is testable by replaying histories.
 from __future__ import annotations
 
 import enum
-import signal
 from collections import deque
 from dataclasses import dataclass, field
+
+from ..session.process import ExitInfo
 
 
 class UnitState(str, enum.Enum):
@@ -60,34 +61,6 @@ class IllegalTransition(RuntimeError):
 def check_transition(old: UnitState, new: UnitState) -> None:
     if new not in TRANSITIONS[old]:
         raise IllegalTransition(f"{old.value} -> {new.value} is not a legal transition")
-
-
-@dataclass(frozen=True)
-class ExitInfo:
-    """How a session ended: an exit code or a signal number."""
-
-    code: int | None = None
-    signal: int | None = None
-
-    @classmethod
-    def from_wait_status(cls, status: int) -> ExitInfo:
-        import os
-
-        if os.WIFSIGNALED(status):
-            return cls(signal=os.WTERMSIG(status))
-        return cls(code=os.waitstatus_to_exitcode(status))
-
-    @property
-    def success(self) -> bool:
-        return self.signal is None and self.code == 0
-
-    def describe(self) -> str:
-        if self.signal is not None:
-            try:
-                return f"signal {signal.Signals(self.signal).name}"
-            except ValueError:
-                return f"signal {self.signal}"
-        return f"exit {self.code}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from .transcript import redact_text
+from ..session.redact import redact_text
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 

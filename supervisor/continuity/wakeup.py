@@ -32,13 +32,17 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .memory import decisions, engram, facts, snapshots
-from .memory.decisions import Entry
-from .memory.gitfiles import list_files, matches
-from .memory.store import AgentPaths, read_state, read_text, validate_module
-from .memory.task import read_task
-from .tokens import estimate_tokens
+from ..memory import decisions, engram, facts, snapshots
+from ..memory.decisions import Entry
+from ..memory.gitfiles import list_files, matches
+from ..memory.store import AgentPaths, read_text, validate_module
+from ..memory.task import read_task
+from ..tokens import estimate_tokens
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config.units import UnitSpec
 
 DEFAULT_BUDGET = 2500
 DEFAULT_DECISIONS = 5
@@ -96,6 +100,7 @@ class Wakeup:
     budget: int
     trimmed: tuple[str, ...] = ()  # "decisions: 3 item(s) — agentd recall ..."
     warnings: tuple[str, ...] = field(default=())
+    source: str = "briefing"  # or the unit's own [wakeup] command
 
 
 def _q(args: Sequence[str]) -> str:
@@ -364,15 +369,14 @@ def run_wakeup_command(root: Path, argv: Sequence[str], timeout: float = COMMAND
     return proc.stdout
 
 
-def unit_memory_scope(units_dir: Path, name: str) -> tuple[str | None, list[str], list[str] | None, int | None]:
-    """(module, scope paths, wakeup command, wakeup budget) of unit ``name`` (lazy import of units)."""
-    from .units import load_unit  # written separately; imported only when a unit is named
+def unit_wakeup(spec: UnitSpec, root: Path) -> Wakeup:
+    """The one rule for a unit's wakeup: its own ``[wakeup] command``, else the built briefing.
 
-    spec = load_unit(Path(units_dir), name)
-    scope = getattr(spec, "scope", None)
-    wake = getattr(spec, "wakeup", None)
-    module = getattr(scope, "module", None) if scope is not None else None
-    paths = list(getattr(scope, "paths", None) or []) if scope is not None else []
-    command = list(getattr(wake, "command", None) or []) or None if wake is not None else None
-    budget = getattr(wake, "budget", None) if wake is not None else None
-    return module, paths, command, budget
+    The daemon starts every fresh session from this, and ``agentd wakeup UNIT``
+    prints exactly this, so "it prints what the agent gets" holds by
+    construction.  Blocking (reads files, may run the command).
+    """
+    if spec.wakeup.command:
+        text = run_wakeup_command(root, list(spec.wakeup.command))
+        return Wakeup(text, estimate_tokens(text), spec.wakeup.budget, source=" ".join(spec.wakeup.command))
+    return build_wakeup(root, spec.module, list(spec.scope.paths), spec.wakeup.budget)

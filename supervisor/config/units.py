@@ -30,13 +30,14 @@ import re
 import shutil
 import sys
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .lifecycle import RestartConfig
+from ..daemon.lifecycle import RestartConfig
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 EXAMPLE_SUFFIX = ".example.toml"
@@ -173,7 +174,7 @@ class ContextSection(_Section):
 
 
 class CheckpointSection(_Section):
-    """How a checkpoint runs (see supervisor.checkpoint)."""
+    """How a checkpoint runs (see supervisor.continuity.policy)."""
 
     enabled: bool = True
     prompt: str | None = None
@@ -215,7 +216,7 @@ class ScheduleSection(_Section):
     @classmethod
     def _valid_cron(cls, value: str | None) -> str | None:
         if value is not None:
-            from .schedule import parse_cron
+            from ..schedule import parse_cron
 
             parse_cron(value, "UTC")  # raises ValueError with the reason
         return value
@@ -427,3 +428,35 @@ def start_order(specs: dict[str, UnitSpec]) -> list[str]:
     for name in sorted(specs):
         visit(name)
     return order
+
+
+@dataclass(frozen=True)
+class MemoryTarget:
+    """Where a memory command (CLI or MCP tool) acts: module (None = global), scope globs, the unit they came from."""
+
+    module: str | None
+    scope: tuple[str, ...] = ()
+    unit: str | None = None
+
+
+def memory_target(units_dir: Path, environ: Mapping[str, str], module: str | None = None,
+                  global_: bool = False, scope: Sequence[str] = ()) -> MemoryTarget:
+    """The one rule for which module a memory command writes to.
+
+    ``--module M`` (``global`` = the global log) or ``--global``, else
+    ``$AGENTD_MODULE``, else the module of the unit named by ``$AGENTD_UNIT``
+    (and its scope), else the global log.  Raises :class:`UnitLoadError` when
+    ``$AGENTD_UNIT`` names a unit whose file cannot be loaded.
+    """
+    if global_:
+        return MemoryTarget(None, tuple(scope))
+    if module:
+        return MemoryTarget(None if module == "global" else module, tuple(scope))
+    env_module = environ.get("AGENTD_MODULE", "").strip()
+    if env_module:
+        return MemoryTarget(None if env_module == "global" else env_module, tuple(scope))
+    unit = environ.get("AGENTD_UNIT", "").strip()
+    if unit:
+        spec = load_unit(units_dir, unit)
+        return MemoryTarget(spec.module, tuple(scope) or spec.scope.paths, unit)
+    return MemoryTarget(None, tuple(scope))

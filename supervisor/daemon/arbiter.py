@@ -2,9 +2,9 @@
 
 Signal handlers only enqueue; the loop drains the queue and reconciles what
 each unit should be with what it is.  Each unit has one explicit state
-(:class:`~supervisor.lifecycle.UnitState`) and moves only along the transition
-table.  Policy (backoff, start limit) comes from :mod:`supervisor.lifecycle`;
-mechanism (PTY, signals, process trees) from :mod:`supervisor.session`.
+(:class:`~supervisor.daemon.lifecycle.UnitState`) and moves only along the transition
+table.  Policy (backoff, start limit) comes from :mod:`supervisor.daemon.lifecycle`;
+mechanism (PTY, signals, process trees) from :mod:`supervisor.session.pty`.
 
 What happens to agents when the daemon dies: a PTY agent is a session leader
 whose controlling terminal is the PTY; when the daemon dies, the last handle
@@ -35,37 +35,24 @@ from typing import Any
 import psutil
 import structlog
 
-from . import __version__
-from .adapters.base import Adapter, ContextFigure, Keystrokes, TurnWatcher
-from .checkpoint import (
-    PERSON_IDLE,
-    CycleRecord,
-    WakeupText,
-    append_history,
-    append_jsonl,
-    checkpoint_prompt,
-    due,
-    unit_wakeup,
-)
-from .control import Command, ControlError, ControlServer
-from .lifecycle import ExitInfo, GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
-from .environment import agent_environment
-from .pidfile import PidFile, ProcessRecord
-from .schedule import UnitScheduler, UsageLimit, usage_limit
+from .. import __version__
+from ..adapters.base import Adapter, ContextFigure, Keystrokes, TurnWatcher
+from ..continuity.policy import PERSON_IDLE, checkpoint_prompt, due
+from ..continuity.records import CycleRecord, append_history
+from ..continuity.wakeup import Wakeup as WakeupText
+from ..continuity.wakeup import unit_wakeup
+from ..durable import append_jsonl, write_json
+from ..control.server import Command, ControlError, ControlServer
+from .lifecycle import GiveUp, Restart, RestartTracker, StayDown, UnitState, check_transition
+from ..config.environment import agent_environment
+from .pidfile import PidFile
+from ..schedule import UnitScheduler, UsageLimit, usage_limit
 from .sdnotify import Notifier
-from .session import (
-    Session,
-    SpawnError,
-    children_map,
-    kill_group,
-    live_tree,
-    new_session_id,
-    signal_processes,
-    wait_gone,
-)
-from .settings import Settings
-from .transcript import read_tail
-from .units import UnitError, UnitSpec, command_problem, load_units, start_order
+from ..session.pty import Session, SpawnError, new_session_id
+from ..session.process import ExitInfo, ProcessRecord, children_map, end_processes, group_members, live_tree
+from ..config.settings import Settings
+from ..session.transcript import read_tail
+from ..config.units import UnitError, UnitSpec, command_problem, load_units, start_order
 
 log = structlog.get_logger("agentd")
 
@@ -241,13 +228,7 @@ class Arbiter:
             if unit.session is not None:
                 data[unit.name] = {**unit.session.record(), "module": unit.spec.module,
                                    "checkpoint": unit.checkpoint_marker}
-        path = self._agents_file
-        tmp = path.with_suffix(".json.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_json(self._agents_file, data, mode=0o600, indent=None)
 
     async def _end_leftovers(self) -> None:
         """End agent processes recorded by a previous daemon that died without stopping them."""
@@ -261,17 +242,13 @@ class Arbiter:
                 await self._finish_interrupted_checkpoint(unit, rec)
             records = [ProcessRecord(int(p), float(t)) for p, t in rec.get("tree", [])]
             found = live_tree(records)
-            group = _group_members(int(rec.get("pgid", 0)), float(rec.get("create_time", 0)))
+            group = group_members(int(rec.get("pgid", 0)), float(rec.get("create_time", 0)))
             found.extend(p for p in group if p.pid not in {f.pid for f in found})
             if found:
                 log.warning("leftover_agents", unit=unit, session=rec.get("session"), pids=[p.pid for p in found])
-                kill_group(int(rec.get("pgid", 0)), signal.SIGTERM) if group else None
                 procs.extend(found)
         if procs:
-            signal_processes(procs, signal.SIGTERM)
-            survivors = await wait_gone(procs, self.clock() + self.settings.stop_timeout)
-            signal_processes(survivors, signal.SIGKILL)
-            await wait_gone(survivors, self.clock() + 5.0)
+            await end_processes(procs, self.settings.stop_timeout, clock=self.clock)
             log.info("leftover_agents_ended", count=len(procs))
         self._agents_file.unlink(missing_ok=True)
 
@@ -290,7 +267,7 @@ class Arbiter:
     # ---------------------------------------------------------------- units
     def _ensure_store(self) -> None:
         """Scaffold .agent/ (idempotent, never overwrites): checkpoints and wakeups live there."""
-        from .memory import init_store
+        from ..memory import init_store
 
         try:
             created = init_store(self.settings.project_root)
@@ -321,10 +298,10 @@ class Arbiter:
     def _refuse_overlaps(self, specs: dict[str, UnitSpec]) -> tuple[dict[str, UnitSpec], list[UnitError]]:
         """Two enabled units whose writable scopes overlap are both refused (unless shared)."""
         try:
-            from .scopeguard import overlaps
+            from ..scope.rules import overlaps
         except ImportError:  # pragma: no cover - the scope guard ships with the package
             return specs, []
-        from .memory.gitfiles import list_files
+        from ..memory.gitfiles import list_files
 
         enabled = [s for s in specs.values() if s.unit.enabled and s.scope.paths]
         if len(enabled) < 2:
@@ -445,7 +422,7 @@ class Arbiter:
         return Unit(spec=spec, tracker=RestartTracker(spec.restart.config()), adapter=self._make_adapter(spec))
 
     def _make_adapter(self, spec: UnitSpec) -> Adapter | None:
-        from .adapters import make_adapter
+        from ..adapters import make_adapter
 
         try:
             return make_adapter(spec, self.settings)
@@ -605,13 +582,7 @@ class Arbiter:
             self._spawn_task(self._end_processes(session, leftovers, self._stop_timeout(unit)))
 
     async def _end_processes(self, session: Session, procs: list[psutil.Process], timeout: float) -> None:
-        kill_group(session.pid, signal.SIGTERM)
-        signal_processes(procs, signal.SIGTERM)
-        survivors = await wait_gone(procs, self.clock() + timeout)
-        if survivors:
-            kill_group(session.pid, signal.SIGKILL)
-            signal_processes(survivors, signal.SIGKILL)
-            await wait_gone(survivors, self.clock() + 5.0)
+        await end_processes(procs, timeout, pgid=session.pid, clock=self.clock)
 
     def _after_exit(self, unit: Unit, exit: ExitInfo, uptime: float, why: str | None) -> None:
         """Apply the restart policy to an exit nobody commanded."""
@@ -691,14 +662,9 @@ class Arbiter:
                     break
                 if await self._wait_for(lambda: session.exit is not None, max(pause, 0.05)):
                     break
-        session.signal_tree(signal.SIGTERM)
-        session.signal_tree(signal.SIGCONT)
-        survivors = await wait_gone(tree, self.clock() + timeout)
+        survivors = await end_processes(tree, timeout, pgid=session.pid, clock=self.clock)
         if survivors:
             log.warning("stop_timeout", unit=unit.name, pids=[p.pid for p in survivors], timeout=timeout)
-            session.signal_tree(signal.SIGKILL)
-            signal_processes(survivors, signal.SIGKILL)
-            await wait_gone(survivors, self.clock() + 10.0)
         self._reap_now(unit)
         await self._wait_for(lambda: session.exit is not None, 10.0)
         if session.exit is not None:
@@ -804,7 +770,7 @@ class Arbiter:
 
     def _start_guard(self) -> None:
         """Watch the project (inotify) so changes can be attributed and checked against scopes."""
-        from .scopeguard import ChangeWatcher
+        from ..scope.watcher import ChangeWatcher
 
         assert self._loop is not None
         loop = self._loop
@@ -817,7 +783,7 @@ class Arbiter:
             log.error("scope_guard_unavailable", error=str(exc))
 
     def _global_forbid(self) -> list[str]:
-        from .scopeguard import forbid_globs_from_constraints
+        from ..scope.rules import forbid_globs_from_constraints
 
         try:
             text = (self.settings.project_root / ".agent" / "constraints.md").read_text(errors="replace")
@@ -826,7 +792,8 @@ class Arbiter:
         return forbid_globs_from_constraints(text)
 
     def _on_file_change(self, rel: str) -> None:
-        from .scopeguard import Candidate, attribute, check, content_digest
+        from ..scope.revert import content_digest
+        from ..scope.rules import Candidate, attribute, check
 
         root = self.settings.project_root
         own = self._own_writes.pop(rel, None)
@@ -863,7 +830,7 @@ class Arbiter:
         self._spawn_task(self._act_on_violation(unit, violation, who.why))
 
     async def _act_on_violation(self, unit: Unit, violation: Any, why: str) -> None:
-        from .scopeguard import content_digest, revert
+        from ..scope.revert import content_digest, revert
 
         action = unit.spec.scope.on_violation
         root = self.settings.project_root
@@ -933,7 +900,7 @@ class Arbiter:
         except Exception as exc:  # noqa: BLE001
             record.notes.append(f"context unavailable: {exc}")
         self._set_state(unit, S.CHECKPOINTING, f"checkpoint ({trigger})")
-        from .memory import memory_fingerprint, write_auto_checkpoint
+        from ..memory import memory_fingerprint, write_auto_checkpoint
 
         await asyncio.to_thread(self._ensure_store)
         before = await asyncio.to_thread(memory_fingerprint, root, spec.module)
@@ -1046,7 +1013,7 @@ class Arbiter:
 
     async def _finish_interrupted_checkpoint(self, name: str, rec: dict[str, Any]) -> None:
         """A daemon died during a checkpoint: make sure nothing the cycle owed is lost."""
-        from .memory import memory_fingerprint, write_auto_checkpoint
+        from ..memory import memory_fingerprint, write_auto_checkpoint
 
         marker = rec["checkpoint"]
         module = rec.get("module")
@@ -1422,7 +1389,7 @@ class Arbiter:
             return await self.agent_event(args.get("unit", ""), event, args.get("session"))
 
         async def attach(args: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            from .attach import serve_attach
+            from ..control.attach import serve_attach
 
             await serve_attach(self, args, reader, writer)
 
@@ -1443,7 +1410,7 @@ class Arbiter:
             "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols"}), "relay a live session", stream=True),
         }
 
-    # ------------------------------------------- attach target (supervisor.attach.AttachTarget)
+    # ------------------------------------------- attach target (supervisor.control.attach.AttachTarget)
     def current_session(self, name: str) -> Session | None:
         """The unit's session object now (also while it is stopping), or None."""
         return self._unit(name).session
@@ -1480,8 +1447,8 @@ class Arbiter:
 
 
 def _latest_snapshot(root: Path) -> dict[str, Any] | None:
-    from .memory.snapshots import list_ids, load
-    from .memory.store import AgentPaths
+    from ..memory.snapshots import list_ids, load
+    from ..memory.store import AgentPaths
 
     paths = AgentPaths(root)
     ids = list_ids(paths)
@@ -1493,20 +1460,6 @@ def _cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session")
     return {k: cycle.get(k) for k in keys}
-
-
-def _group_members(pgid: int, leader_ctime: float) -> list[psutil.Process]:
-    """Processes still in process group ``pgid`` that are not older than its leader."""
-    if pgid <= 1:
-        return []
-    found = []
-    for proc in psutil.process_iter(["pid", "create_time"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["create_time"] >= leader_ctime - 0.05:
-                found.append(proc)
-        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
-            continue
-    return found
 
 
 def run_daemon(settings: Settings, console: bool = False) -> int:

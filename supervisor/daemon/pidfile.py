@@ -10,43 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    import psutil
+from ..session.process import ProcessRecord
 
 # psutil is imported where it is used: `agentd status` only needs is_locked().
 
 
 class AlreadyRunning(Exception):
     """Another daemon holds the pidfile lock."""
-
-
-@dataclass(frozen=True)
-class ProcessRecord:
-    """Identity of a process that survives pid reuse: pid plus start time.
-
-    The pidfile holds the daemon's; the daemon keeps one per agent process.
-    """
-
-    pid: int
-    create_time: float
-
-    def alive(self) -> psutil.Process | None:
-        """The running process this record names, or None (gone, a zombie, or the pid reused)."""
-        import psutil
-
-        try:
-            proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) > 0.05:
-                return None
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return proc
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            return None
 
 
 def read_pidfile(path: Path) -> ProcessRecord | None:

@@ -1,0 +1,144 @@
+"""What every ``agentd`` command shares: the settings (loaded lazily), the paths, the control client.
+
+Importing pydantic-settings costs a quarter of a second, most of a short
+command such as ``agentd status``: :meth:`AppContext.paths` finds the state
+directory without it whenever the configuration is plain.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..config.paths import DEFAULT_STATE_DIR, PlainPaths, file_root, find_config
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config.settings import Settings
+
+# Importing pydantic-settings and building the model costs ~0.25 s, most of
+# a short command such as `agentd status`; such commands only need the
+# state directory's paths, which _quick_paths() computes the same way when
+# nothing but plain, valid values is configured (else the full settings).
+_PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
+               "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
+               "status_interval": float}
+
+
+def _plain(key: str, value: Any) -> bool:
+    kind = _PLAIN_KEYS.get(key)
+    if kind is str:
+        return isinstance(value, str) and value != ""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return isinstance(kind, tuple) and value in kind
+
+
+def _quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
+    """The paths without pydantic when the configuration is plain (None: load the full settings).
+
+    Mirrors :func:`supervisor.config.settings.load_settings`: the config file is
+    ``config``, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml`` when it
+    exists; a relative ``project_root`` in it is relative to the file's
+    project.  Anything else (other ``AGENTD_*`` variables, an unreadable
+    file, unknown keys, values that need conversion) takes the full path,
+    which also reports every error exactly as before.
+    """
+    if any(k.startswith("AGENTD_") and k != "AGENTD_CONFIG" for k in os.environ):
+        return None
+    path = find_config(config)
+    data: dict[str, Any] = {}
+    if path is not None:
+        import tomllib
+
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, ValueError):
+            return None
+        if not all(_plain(k, v) for k, v in data.items()):
+            return None
+    if root is not None:
+        project_root = root
+    elif "project_root" in data and path is not None:
+        project_root = file_root(data["project_root"], path)
+    else:
+        project_root = Path.cwd()
+    return PlainPaths(project_root.expanduser().resolve(), Path(data.get("state_dir", DEFAULT_STATE_DIR)),
+                      Path(data.get("units_dir", "units")))
+
+
+class AppContext:
+    """Lazily loaded settings shared by every subcommand."""
+
+    def __init__(self, config: Path | None, root: Path | None) -> None:
+        self.config_path = config
+        self._config = config
+        self._root = root
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from ..config.settings import SettingsError, load_settings
+
+            try:
+                self._settings = load_settings(self._config, project_root=self._root)
+            except SettingsError as exc:
+                raise click.ClickException(str(exc)) from None
+        return self._settings
+
+    @property
+    def paths(self) -> Settings | PlainPaths:
+        """pidfile and socket_path, without loading the full settings when they are plain."""
+        if self._settings is not None:
+            return self._settings
+        return _quick_paths(self._config, self._root) or self.settings
+
+
+pass_app = click.make_pass_decorator(AppContext)
+
+
+
+#: Seconds a command waits for the socket of a daemon that is starting (pidfile held, no socket yet).
+STARTING_GRACE = 15.0
+
+
+def client_call(settings: Settings | PlainPaths, cmd: str, timeout: float | None = 30.0, **args: object) -> object:
+    from ..control.client import ControlError, DaemonNotRunning, call
+
+    deadline = time.monotonic() + STARTING_GRACE
+    while True:
+        try:
+            return call(settings.socket_path, cmd, timeout=timeout, **args)
+        except DaemonNotRunning as exc:
+            # A daemon that holds the pidfile but has no socket yet is still starting.
+            if time.monotonic() < deadline and daemon_running(settings):
+                time.sleep(0.05)
+                continue
+            raise click.ClickException(str(exc)) from None
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from None
+        except PermissionError as exc:
+            raise click.ClickException(
+                f"cannot reach {settings.socket_path}: {exc.strerror} (not the daemon's owner?)"
+            ) from None
+
+
+def daemon_running(settings: Settings | PlainPaths) -> bool:
+    from ..daemon.pidfile import is_locked
+
+    return is_locked(settings.pidfile)
+
+
+def units_arg(units: tuple[str, ...]) -> list[str] | None:
+    return list(units) or None
+
+
+def print_result(result: object) -> None:
+    if isinstance(result, dict):
+        for key, value in result.items():
+            click.echo(f"{key}: {value}")
