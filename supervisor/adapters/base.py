@@ -6,9 +6,12 @@ An :class:`Adapter` knows, for one kind of agent:
   (:meth:`Adapter.launch`: argv, environment, and where the wakeup goes: a
   system/developer message where the agent has one, else the first user
   message);
-* how to type text so that it is submitted (:meth:`Adapter.encode`: some TUIs
-  treat a fast ``text + Enter`` as a paste, so text, pause, Enter; bracketed
-  paste for several lines);
+* how text it types must look (:attr:`Adapter.typing`, plain
+  :class:`TypingRules`: some TUIs treat a fast ``text + Enter`` as a paste, so
+  text, pause, Enter; several lines as one bracketed paste).  The one encoder,
+  :meth:`Adapter.encode`, also makes typed text safe: control characters,
+  escape sequences and paste delimiters inside it are removed, so text agentd
+  types can never become a second command or break out of a paste;
 * how to tell that a turn has ended (:meth:`Adapter.watcher`: an event from
   the agent, a prompt on the rendered screen, or quiet output);
 * how much of its context window the agent uses (:meth:`Adapter.context`:
@@ -17,17 +20,20 @@ An :class:`Adapter` knows, for one kind of agent:
 * how to leave cleanly (:meth:`Adapter.quit`: a quit command, then EOF; the
   daemon sends signals to the process group after that).
 
-The daemon drives adapters; adapters never start processes or timers of
-their own, so each can be tested with canned output.
+The daemon drives adapters (through :class:`supervisor.adapters.driver.Driver`);
+adapters never start processes or timers of their own, so each can be tested
+with canned output.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import re
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -53,6 +59,37 @@ class Keystrokes:
 
     def payload(self) -> bytes:
         return b"".join(data for data, _ in self.steps)
+
+
+class Paste(str, enum.Enum):
+    BRACKETED = "bracketed"  # several lines as one ESC[200~ ... ESC[201~ paste, then Enter
+    LINES = "lines"  # each line + Enter (only for REPLs without bracketed paste; the unit opts in)
+
+
+@dataclass(frozen=True)
+class TypingRules:
+    """How an agent wants text typed: the pause before Enter, and how several lines go in."""
+
+    submit_pause: float = 0.0
+    paste: Paste = Paste.BRACKETED
+    enter: bytes = b"\r"
+
+
+# C0 controls but TAB and LF, DEL, and C1 controls (as characters): never typed from text.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+_PASTE_MARKS = re.compile(r"\x1b\[20[01]~")
+
+
+def safe_text(text: str) -> str:
+    """``text`` as agentd may type it: CR and CRLF become LF; paste delimiters, ESC and every
+    other control character (C0 but TAB and LF, DEL, C1) are removed.
+
+    So a CR cannot submit a second message, Ctrl-D cannot end the agent, and
+    ``ESC[201~`` cannot close a bracketed paste early.  ``agentd send --raw`` is
+    the one way to type control keys.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _UNSAFE.sub("", _PASTE_MARKS.sub("", text))
 
 
 @dataclass(frozen=True)
@@ -86,6 +123,22 @@ class ContextFigure:
         return {"used": self.used, "window": self.window, "ratio": round(self.ratio, 4), "exact": self.exact, "source": self.source}
 
 
+class Meaning(str, enum.Enum):
+    """What an event from the agent itself (``agentd notify``) means to the supervisor."""
+
+    TURN_END = "turn_end"  # the agent finished a turn (its own signal; the watcher is told)
+    PRE_COMPACT = "pre_compact"  # about to compact on its own (recorded; checkpoint if there is time)
+    COMPACTED = "compacted"  # it compacted anyway (recorded; the wakeup must follow)
+    INJECT_WAKEUP = "inject_wakeup"  # type the wakeup at the next turn end
+
+
+def notify_argv(unit: str) -> list[str]:
+    """How an agent calls back: ``agentd notify --unit UNIT`` with this very agentd."""
+    agentd = Path(sys.executable).parent / "agentd"
+    head = [str(agentd)] if agentd.is_file() else [sys.executable, "-m", "supervisor"]
+    return [*head, "notify", "--unit", unit]
+
+
 class Turn(str, enum.Enum):
     UNKNOWN = "unknown"  # nothing seen yet
     BUSY = "busy"  # a turn is running: never type now
@@ -103,20 +156,24 @@ class TurnWatcher:
     :meth:`tick`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.state = Turn.UNKNOWN
         self.turns_ended = 0
-        self.last_output_at = time.monotonic()
+        self.last_output_at = clock()
         self.submitted_at: float | None = None
         self._changed = asyncio.Event()
 
     # inputs ----------------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        self.last_output_at = time.monotonic()
+        self.last_output_at = self.clock()
+
+    def typing(self) -> None:
+        """agentd is about to type a message (before the first keystroke)."""
 
     def submitted(self) -> None:
         self.state = Turn.BUSY
-        self.submitted_at = time.monotonic()
+        self.submitted_at = self.clock()
         self._notify()
 
     def turn_ended(self) -> None:
@@ -149,18 +206,22 @@ class TurnWatcher:
 
     async def wait_turns(self, count: int, timeout: float, tick: float = 0.1) -> bool:
         """Wait until ``turns_ended`` reaches ``count``; False at the deadline."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock() + timeout
         while True:
             self.tick()
             if self.turns_ended >= count and self.idle:
                 return True
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 return False
-            try:
-                await asyncio.wait_for(self._changed.wait(), min(tick, remaining))
-            except asyncio.TimeoutError:
-                pass
+            await self.wait_change(min(tick, remaining))
+
+    async def wait_change(self, timeout: float) -> None:
+        """Return at the next turn change, or after ``timeout`` seconds (the polling fallback)."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
 
 
 class Adapter(ABC):
@@ -176,9 +237,23 @@ class Adapter(ABC):
     def launch(self, wakeup: str | None, session_id: str, env: Mapping[str, str]) -> Launch:
         """The argv/env of a fresh session that starts from ``wakeup`` (None: no briefing)."""
 
+    @property
     @abstractmethod
+    def typing(self) -> TypingRules:
+        """How this agent wants text typed."""
+
     def encode(self, text: str) -> Keystrokes:
-        """Keystrokes that type ``text`` and submit it as one message."""
+        """Keystrokes that type ``text`` (made safe by :func:`safe_text`) and submit it as one message."""
+        rules = self.typing
+        text = safe_text(text)
+        if "\n" not in text:
+            return Keystrokes.of((text.encode(), rules.submit_pause), (rules.enter, 0.0))
+        if rules.paste is Paste.BRACKETED:
+            return Keystrokes.of((BRACKETED_PASTE_START + text.encode() + BRACKETED_PASTE_END, rules.submit_pause),
+                                 (rules.enter, 0.0))
+        steps = [(line.encode() + rules.enter, rules.submit_pause) for line in text.split("\n")]
+        steps[-1] = (steps[-1][0], 0.0)
+        return Keystrokes(tuple(steps))
 
     def interrupt(self) -> Keystrokes:
         """Keystrokes that interrupt a running turn (default: Ctrl-C)."""
@@ -196,16 +271,10 @@ class Adapter(ABC):
     def context(self, session: Session) -> ContextFigure:
         """The session's context use now (cheap: called on every status and tick)."""
 
-    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[str]:
+    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[Meaning]:
         """An event the agent reported through ``agentd notify`` (Codex ``notify``, Claude
-        Code hooks); returns what it means, any of:
-
-        ``"turn_end"``       the agent finished a turn (its own signal; the watcher is told);
-        ``"pre_compact"``    the agent is about to compact on its own (recorded; checkpoint if time);
-        ``"compacted"``      the agent compacted anyway (recorded; the wakeup must follow);
-        ``"inject_wakeup"``  agentd should type the wakeup at the next turn end.
-
-        Default: nothing (the event is only logged)."""
+        Code hooks); returns what it means (see :class:`Meaning`).  Default: nothing
+        (the event is only logged)."""
         return []
 
     def failure(self, session: Session) -> str | None:
@@ -214,7 +283,7 @@ class Adapter(ABC):
         policy with this reason.  Default: never."""
         return None
 
-    def hook_output(self, event: Mapping[str, Any], meanings: list[str], wakeup: str | None) -> str | None:
+    def hook_output(self, event: Mapping[str, Any], meanings: list[Meaning], wakeup: str | None) -> str | None:
         """What ``agentd notify`` prints for the agent (hook answers such as additional
         context); ``wakeup`` is given when a meaning asks for it.  Default: nothing."""
         return None

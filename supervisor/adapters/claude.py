@@ -46,7 +46,6 @@ import json
 import os
 import re
 import shlex
-import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..durable import JsonlTail, write_json
-from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, Turn, TurnWatcher
+from .base import Adapter, ContextFigure, Keystrokes, Launch, Meaning, Paste, Turn, TurnWatcher, TypingRules, notify_argv
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
@@ -224,13 +223,10 @@ class ClaudeAdapter(Adapter):
         return Launch(argv=argv, env=extra, first_input=None, wakeup_via=via)
 
     # -- typing -------------------------------------------------------------------
-    def encode(self, text: str) -> Keystrokes:
-        """Text, pause, Enter; several lines as one bracketed paste, pause, Enter."""
-        pause = self.spec.agent.submit_pause or SUBMIT_PAUSE
-        data = text.encode()
-        if "\n" in text:
-            data = BRACKETED_PASTE_START + data + BRACKETED_PASTE_END
-        return Keystrokes.of((data, pause), (ENTER, 0.0))
+    @property
+    def typing(self) -> TypingRules:
+        """Text, a pause, Enter; several lines as one bracketed paste."""
+        return TypingRules(submit_pause=self.spec.agent.submit_pause or SUBMIT_PAUSE, paste=Paste.BRACKETED, enter=ENTER)
 
     def quit(self) -> Keystrokes:
         return Keystrokes.of((b"/exit", SUBMIT_PAUSE), (ENTER, EXIT_WAIT))
@@ -257,7 +253,7 @@ class ClaudeAdapter(Adapter):
             return ContextFigure(used=0, window=window, exact=False, source="claude transcript (no reply yet)")
         return ContextFigure(used=used, window=window, exact=True, source=run.meter.source)
 
-    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[str]:
+    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[Meaning]:
         run = self._runs.get(session.session_id)
         if run is None:
             return []
@@ -268,7 +264,7 @@ class ClaudeAdapter(Adapter):
             run.claude_id = claude_id
             run.meter.follow(Path(transcript))
         if name == "Stop":
-            return ["turn_end"]
+            return [Meaning.TURN_END]
         if name == "UserPromptSubmit":
             if run.watcher is not None:
                 run.watcher.submitted()
@@ -276,29 +272,27 @@ class ClaudeAdapter(Adapter):
         if name == "PreCompact":
             run.compact_trigger = str(event.get("trigger") or "")
             # a /compact typed by hand is the person's choice: only its end matters
-            return ["pre_compact"] if run.compact_trigger == "auto" else []
+            return [Meaning.PRE_COMPACT] if run.compact_trigger == "auto" else []
         if name == "SessionStart":
             source = event.get("source")
             if source == "compact":
                 auto = run.compact_trigger == "auto"
                 run.compact_trigger = None
                 # an automatic compaction happens inside a turn; a typed /compact is a turn of its own
-                return ["compacted"] if auto else ["compacted", "turn_end"]
+                return [Meaning.COMPACTED] if auto else [Meaning.COMPACTED, Meaning.TURN_END]
             if source == "clear" or (source == "startup" and not run.kickoff):
-                return ["turn_end"]  # idle at the prompt
+                return [Meaning.TURN_END]  # idle at the prompt
         return []
 
-    def hook_output(self, event: Mapping[str, Any], meanings: list[str], wakeup: str | None) -> str | None:
-        if "compacted" in meanings and wakeup and event.get("hook_event_name") == "SessionStart":
+    def hook_output(self, event: Mapping[str, Any], meanings: list[Meaning], wakeup: str | None) -> str | None:
+        if Meaning.COMPACTED in meanings and wakeup and event.get("hook_event_name") == "SessionStart":
             return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": wakeup}})
         return None
 
 
 def notify_command(unit: str) -> str:
-    """The hook command: the absolute ``agentd`` next to this Python (or ``python -m supervisor``)."""
-    exe = Path(sys.executable).parent / "agentd"
-    argv = [str(exe)] if os.access(exe, os.X_OK) else [sys.executable, "-m", "supervisor"]
-    return shlex.join([*argv, "notify", "--unit", unit])
+    """The hook command line (a shell command line in Claude Code's settings file)."""
+    return shlex.join(notify_argv(unit))
 
 
 def hook_settings(unit: str, skip_permissions: bool) -> dict[str, Any]:

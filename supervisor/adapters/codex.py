@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..durable import JsonlTail
-from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, Turn, TurnWatcher
+from .base import Adapter, ContextFigure, Keystrokes, Launch, Meaning, Paste, Turn, TurnWatcher, TypingRules, notify_argv
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
@@ -243,6 +243,13 @@ class CodexWatcher(TurnWatcher):
         self.state = Turn.BUSY
         self._baseline = 0  # rollout task starts before the current message was typed
 
+    def typing(self) -> None:
+        """Before agentd types: the rollout's turns so far are not the answer to this message."""
+        rollout = self._state.find_rollout()
+        if rollout is not None:
+            rollout.update()
+        self._state.starts_at_typing = rollout.task_starts if rollout is not None else 0
+
     def submitted(self) -> None:
         super().submitted()
         self._baseline = self._state.starts_at_typing
@@ -287,11 +294,6 @@ class CodexAdapter(Adapter):
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path
 
-    def notify_argv(self) -> list[str]:
-        agentd = Path(sys.executable).parent / "agentd"
-        head = [str(agentd)] if agentd.is_file() else [sys.executable, "-m", "supervisor"]
-        return [*head, "notify", "--unit", self.spec.name]
-
     def overrides(self) -> list[str]:
         """The ``-c key=value`` overrides (TOML values), in order."""
         cfg, ctx = self._cfg, self.spec.context
@@ -305,7 +307,7 @@ class CodexAdapter(Adapter):
             "features.plugins=false",
             "allow_login_shell=false",
             "tui.disable_paste_burst=true",  # a fast burst of typed text must not swallow the Enter
-            "notify=[" + ", ".join(toml_string(a) for a in self.notify_argv()) + "]",
+            "notify=[" + ", ".join(toml_string(a) for a in notify_argv(self.spec.name)) + "]",
             f"model_context_window={window}",
         ]
         if compact_at is not None:
@@ -352,15 +354,9 @@ class CodexAdapter(Adapter):
         return state
 
     # -- typing ---------------------------------------------------------------------
-    def encode(self, text: str) -> Keystrokes:
-        for state in self._sessions.values():
-            rollout = state.find_rollout()
-            if rollout is not None:
-                rollout.update()
-            state.starts_at_typing = rollout.task_starts if rollout is not None else 0
-        if "\n" in text:
-            return Keystrokes.of((BRACKETED_PASTE_START + text.encode() + BRACKETED_PASTE_END, SUBMIT_PAUSE), (ENTER, 0.0))
-        return Keystrokes.of((text.encode(), SUBMIT_PAUSE), (ENTER, 0.0))
+    @property
+    def typing(self) -> TypingRules:
+        return TypingRules(submit_pause=SUBMIT_PAUSE, paste=Paste.BRACKETED, enter=ENTER)
 
     def interrupt(self) -> Keystrokes:
         return Keystrokes.of((b"\x1b", 0.5))  # Esc interrupts the running turn; the TUI stays up
@@ -393,7 +389,7 @@ class CodexAdapter(Adapter):
             return f"model server unreachable: {rollout.error}"
         return None
 
-    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[str]:
+    def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[Meaning]:
         if event.get("type") != "agent-turn-complete":
             return []
         state = self._state(session)
@@ -419,8 +415,8 @@ class CodexAdapter(Adapter):
         # end the turn agentd is waiting for now.
         turn = str(event.get("turn-id") or "")
         stale = turn in rollout.turn_ids and rollout.turn_ids.index(turn) < state.starts_at_typing
-        meanings = [] if stale else ["turn_end"]
+        meanings = [] if stale else [Meaning.TURN_END]
         if rollout.compactions > state.compactions_reported:
             state.compactions_reported = rollout.compactions
-            meanings += ["compacted", "inject_wakeup"]
+            meanings += [Meaning.COMPACTED, Meaning.INJECT_WAKEUP]
         return meanings

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from ..session.screen import Screen
-from .base import BRACKETED_PASTE_END, BRACKETED_PASTE_START, Adapter, ContextFigure, Keystrokes, Launch, TurnWatcher
+from .base import Adapter, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher, TypingRules
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
@@ -74,7 +74,7 @@ class ScreenWatcher(TurnWatcher):
         size: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         if prompt is None and quiet <= 0:
             quiet = DEFAULT_QUIET
         self.screen = screen
@@ -82,16 +82,10 @@ class ScreenWatcher(TurnWatcher):
         self.quiet = quiet
         self.debounce = debounce
         self._size = size
-        self._clock = clock
-        self.last_output_at = clock()
 
     def feed(self, data: bytes) -> None:
-        self.last_output_at = self._clock()
+        self.last_output_at = self.clock()
         self.screen.feed(data)
-
-    def submitted(self) -> None:
-        super().submitted()
-        self.submitted_at = self._clock()
 
     def prompt_visible(self) -> bool:
         """Whether the prompt regex matches the rendered cursor line now (renders if needed)."""
@@ -102,7 +96,7 @@ class ScreenWatcher(TurnWatcher):
         return self.prompt.search(self.screen.cursor_line()) is not None
 
     def poll(self) -> bool:
-        now = self._clock()
+        now = self.clock()
         answered = self.submitted_at is None or self.last_output_at > self.submitted_at
         if self.prompt is not None and answered and now - self.last_output_at >= self.debounce and self.prompt_visible():
             return True
@@ -133,18 +127,10 @@ class GenericAdapter(Adapter):
         return Launch(argv=list(agent.command), env=extra, first_input=wakeup, wakeup_via="first-message")
 
     # -- typing -------------------------------------------------------------------
-    def encode(self, text: str) -> Keystrokes:
-        """One line: text, pause, Enter.  Several: one bracketed paste then Enter, or line by line."""
+    @property
+    def typing(self) -> TypingRules:
         agent = self.spec.agent
-        pause = agent.submit_pause
-        if "\n" not in text:
-            return Keystrokes.of((text.encode(), pause), (ENTER, 0.0))
-        if agent.paste == "bracketed":
-            return Keystrokes.of((BRACKETED_PASTE_START + text.encode() + BRACKETED_PASTE_END, pause), (ENTER, 0.0))
-        lines = text.split("\n")
-        steps = [(line.encode() + ENTER, pause) for line in lines]
-        steps[-1] = (steps[-1][0], 0.0)
-        return Keystrokes(tuple(steps))
+        return TypingRules(submit_pause=agent.submit_pause, paste=Paste(agent.paste), enter=ENTER)
 
     def quit(self) -> Keystrokes:
         command = self.spec.agent.quit_command
