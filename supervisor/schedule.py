@@ -199,3 +199,24 @@ def _reset_time(line: str, now: datetime) -> datetime | None:
         when = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
         return when if when > now else when + timedelta(days=1)
     return None
+
+
+#: Seconds between scans of a streaming agent's new output for usage-limit messages.
+USAGE_SCAN_EVERY = 3.0
+
+
+class UsageScanner:
+    """Looks for a usage-limit message in what an agent printed since the last look (at most every few seconds)."""
+
+    def __init__(self, every: float = USAGE_SCAN_EVERY) -> None:
+        self.every = every
+        self._scanned = 0  # transcript bytes already looked at
+        self._at = float("-inf")
+
+    def scan(self, written: int, tail: Callable[[int], str], now: float) -> UsageLimit | None:
+        """``written``: transcript bytes so far; ``tail(n)``: its last n bytes as text."""
+        if written == self._scanned or now - self._at < self.every:
+            return None
+        new = min(written - self._scanned, 3000)
+        self._scanned, self._at = written, now
+        return usage_limit(tail(max(new, 200)))

@@ -37,10 +37,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..daemon.lifecycle import RestartConfig
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 EXAMPLE_SUFFIX = ".example.toml"
+
+
+def module_name(value: str) -> str:
+    """``value`` if it can name a module's memory (the memory store's one rule), else ValueError."""
+    from ..memory.store import GLOBAL, StoreError, validate_module
+
+    if value == GLOBAL:
+        raise ValueError(f"module name {value!r} is reserved for the global log")
+    try:
+        validate_module(value)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+    return value
 
 
 class _Section(BaseModel):
@@ -115,9 +127,7 @@ class ScopeSection(_Section):
     @field_validator("module")
     @classmethod
     def _module_name(cls, value: str | None) -> str | None:
-        if value is not None and not NAME_RE.fullmatch(value):
-            raise ValueError(f"module name {value!r} must match {NAME_RE.pattern}")
-        return value
+        return None if value is None else module_name(value)
 
     @field_validator("paths", "forbid", "shared")
     @classmethod
@@ -137,17 +147,6 @@ class RestartSection(_Section):
     burst: int = Field(default=5, ge=1)
     interval: float = Field(default=300.0, gt=0)
     stop_timeout: float | None = Field(default=None, gt=0)
-
-    def config(self) -> RestartConfig:
-        return RestartConfig(
-            policy=self.policy,
-            initial_delay=self.initial_delay,
-            max_delay=self.max_delay,
-            multiplier=self.multiplier,
-            reset_after=self.reset_after,
-            burst=self.burst,
-            interval=self.interval,
-        )
 
 
 class WakeupSection(_Section):
@@ -251,6 +250,11 @@ class UnitSpec(_Section):
     @model_validator(mode="after")
     def _module_defaults_to_name(self) -> UnitSpec:
         if self.scope.module is None:
+            try:
+                module_name(self.name)
+            except ValueError as exc:
+                raise ValueError(f"[scope] module: the unit's name is used as its module, and {exc}; "
+                                 "set [scope] module explicitly") from None
             object.__setattr__(self, "scope", self.scope.model_copy(update={"module": self.name}))
         return self
 

@@ -1,23 +1,19 @@
-"""The continuity cycle's policy and records: when to checkpoint, what to type, what happened.
+"""When a running unit needs something done: the continuity cycle's policy, as pure functions.
 
-Pure parts (no processes): :func:`due` decides whether a session needs a
-checkpoint now; :class:`CycleRecord` is the record of one cycle, appended as a
-JSON line to ``<state>/history/UNIT.jsonl``; :func:`unit_wakeup` builds the
-briefing a unit's fresh session starts from, exactly as ``agentd wakeup UNIT``
-prints it.  The daemon (:mod:`supervisor.daemon.arbiter`) runs the protocol:
+:func:`due` says whether a checkpoint is due from the context figure and the
+session's age; :func:`watch` looks at everything a tick sees about a running
+session (context, age, silence, runtime, a failure, queued text) and returns
+the one :class:`Action` to take now, or None.  No processes, no clock of
+their own: the caller passes ``now``, so tests replay situations directly.
 
-1. wait for the turn to end (never type into a running turn; at the hard limit
-   interrupt first; while a person is typing in an attached terminal, wait);
-2. type the checkpoint prompt;
-3. wait for the flush: the next turn end and a change of the memory files
-   (engram, decision logs, current task), until the deadline;
-4. verify; if nothing changed, write an ``[auto]`` checkpoint so nothing is lost;
-5. stop the old session, start a fresh one whose first message is the wakeup,
-   and confirm the agent received it.
+The protocol itself (wait for the turn end, prompt, verify, respawn) is
+:mod:`supervisor.continuity.cycle`.
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 
 from ..adapters.base import ContextFigure
 from ..config.units import UnitSpec
@@ -36,7 +32,28 @@ DEFAULT_PROMPT = (
 PERSON_IDLE = 10.0
 
 
-def due(spec: UnitSpec, figure: ContextFigure | None, session_age: float) -> str | None:
+class Trigger(str, enum.Enum):
+    """Why a checkpoint runs."""
+
+    THRESHOLD = "threshold"  # context at [context] checkpoint_at
+    HARD_LIMIT = "hard_limit"  # context at [context] hard_limit: interrupt the turn first
+    MAX_SESSION_AGE = "max_session_age"
+    RESTART_EVERY = "restart_every"
+    STALL = "stall"  # no output for [schedule] stall_after
+    PRE_COMPACT = "pre_compact"  # the agent said it is about to compact
+    COMMAND = "command"  # agentd checkpoint UNIT
+    RESTART = "restart"  # agentd restart UNIT
+    STOP = "stop"  # a graceful stop (command, schedule, max_runtime, scope violation, removal)
+
+
+class After(str, enum.Enum):
+    """What follows a checkpoint."""
+
+    RESPAWN = "respawn"  # a fresh session that starts from the wakeup (the cycle)
+    STOP = "stop"  # the unit stops
+
+
+def due(spec: UnitSpec, figure: ContextFigure | None, session_age: float) -> Trigger | None:
     """The trigger that makes a checkpoint due now, or None.
 
     ``hard_limit`` (act even mid-turn) before ``threshold`` (wait for the turn
@@ -45,14 +62,14 @@ def due(spec: UnitSpec, figure: ContextFigure | None, session_age: float) -> str
     ctx = spec.context
     if figure is not None and figure.window > 0:
         if figure.ratio >= ctx.hard_limit:
-            return "hard_limit"
+            return Trigger.HARD_LIMIT
         if figure.ratio >= ctx.checkpoint_at:
-            return "threshold"
+            return Trigger.THRESHOLD
     if ctx.max_session_age is not None and session_age >= ctx.max_session_age:
-        return "max_session_age"
+        return Trigger.MAX_SESSION_AGE
     every = ctx.restart_every or spec.schedule.restart_every
     if every is not None and session_age >= every:
-        return "restart_every"
+        return Trigger.RESTART_EVERY
     return None
 
 
@@ -60,3 +77,68 @@ def checkpoint_prompt(spec: UnitSpec) -> str:
     return spec.checkpoint.prompt or DEFAULT_PROMPT
 
 
+# ------------------------------------------------------------------ one tick
+@dataclass(frozen=True)
+class Checkpoint:
+    """Run the cycle now (``interrupt``: stop the running turn first)."""
+
+    trigger: Trigger
+    interrupt: bool = False
+    deadline: float | None = None  # seconds; None = [checkpoint] deadline
+
+
+@dataclass(frozen=True)
+class StopUnit:
+    """Stop the unit through a checkpoint (``max_runtime`` reached)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class EndSession:
+    """The session cannot go on (e.g. the model server is unreachable): end it; the restart policy follows."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class TypeQueued:
+    """The agent is idle: type the next queued message."""
+
+
+Action = Checkpoint | StopUnit | EndSession | TypeQueued
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one tick sees of a running session."""
+
+    context: ContextFigure | None
+    session_age: float
+    silent_for: float  # seconds since the agent's last output
+    run_age: float | None  # seconds since this run of the unit began (None: max_runtime already acted)
+    failure: str | None  # the adapter's reason the session cannot go on
+    may_type: bool  # idle, nobody typing, queued text waiting
+
+
+def watch(spec: UnitSpec, seen: Seen) -> Action | None:
+    """The one thing to do for a running, otherwise unoccupied session now, or None.
+
+    In order: ``max_runtime`` (a checkpointed stop), a failure (end the
+    session), a due checkpoint (hard limit interrupts), a stall (checkpoint,
+    interrupting the turn, within ``stall_after``), then queued text.
+    """
+    sched = spec.schedule
+    if sched.max_runtime and seen.run_age is not None and seen.run_age >= sched.max_runtime:
+        return StopUnit(f"max_runtime {sched.max_runtime:g}s reached")
+    if seen.failure is not None:
+        return EndSession(seen.failure)
+    trigger = due(spec, seen.context, seen.session_age) if spec.checkpoint.enabled else None
+    if trigger is not None:
+        return Checkpoint(trigger, interrupt=trigger is Trigger.HARD_LIMIT)
+    if sched.stall_after and seen.silent_for >= sched.stall_after:
+        # a stalled agent gets a fresh session even where checkpoints are off
+        return Checkpoint(Trigger.STALL, interrupt=True, deadline=min(spec.checkpoint.deadline, sched.stall_after))
+    if seen.may_type:
+        return TypeQueued()
+    return None

@@ -1,0 +1,239 @@
+"""The continuity cycle: checkpoint, verify, quit, respawn, deliver the wakeup; and its recovery.
+
+:func:`run` is the whole protocol for one unit:
+
+1. wait for the turn to end (never type into a running turn; at the hard limit
+   or on a stall interrupt it first; while a person types in an attached
+   terminal, wait);
+2. type the checkpoint prompt;
+3. wait for the flush: the next turn end and a change of the memory files
+   (engram, decision logs, task), until the deadline, plus a short grace for
+   files written just after the turn;
+4. verify; when nothing changed, write an ``[auto]`` checkpoint so nothing is lost;
+5. quit the old session (the adapter's quit keys, then its whole tree ends);
+6. then either stop, or start a fresh session whose first message is the
+   wakeup (:func:`deliver_wakeup` types it when the adapter did not already
+   pass it in argv or a system prompt) and record how the cycle went.
+
+:func:`finish_interrupted` completes the record of a cycle that a daemon crash
+cut short.  The cycle talks to the agent only through :class:`Agent` (the
+:class:`~supervisor.adapters.driver.Driver` fits) and to the unit only
+through :class:`Host`, so it is unit-tested with fakes and a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..adapters.base import ContextFigure
+from ..daemon.lifecycle import UnitState
+from .policy import After, Trigger
+from .records import CycleRecord
+
+
+class Agent(Protocol):
+    """What the cycle needs of a running session."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def exited(self) -> bool: ...
+    @property
+    def idle(self) -> bool: ...
+    @property
+    def turns_ended(self) -> int: ...
+
+    async def type(self, text: str) -> None: ...
+    async def interrupt(self) -> None: ...
+    async def wait_turns(self, count: int, deadline: float) -> bool: ...
+    async def wait_ready(self, deadline: float, activity: Callable[[str], None] = ...) -> bool: ...
+    def context(self) -> ContextFigure | None: ...
+    def tail(self, n_bytes: int) -> str: ...
+
+
+class Memory(Protocol):
+    """The unit's memory files, as the cycle checks them (blocking; run in a thread)."""
+
+    def fingerprint(self) -> str: ...
+    def write_auto(self, reason: str, tail: str) -> None: ...
+
+
+class ModuleMemory:
+    """A module's memory files in the project (the :class:`Memory` the daemon uses)."""
+
+    def __init__(self, root: Any, module: str) -> None:
+        self.root, self.module = root, module
+
+    def fingerprint(self) -> str:
+        from ..memory import memory_fingerprint
+
+        return memory_fingerprint(self.root, self.module)
+
+    def write_auto(self, reason: str, tail: str) -> None:
+        from ..memory import write_auto_checkpoint
+
+        write_auto_checkpoint(self.root, self.module, reason, tail)
+
+
+class Host(Protocol):
+    """The unit, as the cycle drives it (:class:`~supervisor.daemon.unit.UnitSupervisor`)."""
+
+    clock: Callable[[], float]
+
+    def set_state(self, state: UnitState, reason: str) -> None: ...
+    def set_activity(self, text: str | None) -> None: ...
+    async def pause(self, seconds: float) -> None: ...
+    async def mark(self, marker: dict[str, Any] | None) -> None: ...
+    async def delivered(self) -> str | None: ...
+    async def end_session(self) -> None: ...
+    def stopped(self, why: str) -> None: ...
+    async def respawn(self, why: str) -> tuple[Agent | None, str | None, int | None]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One cycle: why, what follows, and its time limits (seconds)."""
+
+    trigger: Trigger
+    prompt: str
+    after: After = After.RESPAWN
+    interrupt: bool = False
+    deadline: float = 300.0
+    grace: float = 15.0
+    why: str | None = None  # for a stop: the reason shown when the unit is inactive
+
+
+async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str) -> CycleRecord:
+    """The protocol (module docstring); returns the record (the caller appends it to history)."""
+    clock = host.clock
+    record = CycleRecord(unit=unit, trigger=plan.trigger.value, old_session=agent.session_id)
+    figure = agent.context()
+    if figure is not None:
+        record.tokens_before, record.window, record.exact = figure.used, figure.window, figure.exact
+    else:
+        record.notes.append("context unavailable")
+    host.set_state(UnitState.CHECKPOINTING, f"checkpoint ({plan.trigger.value})")
+    before = await asyncio.to_thread(memory.fingerprint)
+    await host.mark({"trigger": plan.trigger.value, "fingerprint": before, "session": agent.session_id,
+               "started": record.started})
+    host.set_activity("waiting for the wakeup delivery to finish")
+    await host.delivered()  # a wakeup still being typed finishes first (it has its own deadline)
+    deadline = clock() + plan.deadline
+
+    t = clock()
+    if plan.interrupt and not agent.exited and not agent.idle:
+        record.notes.append(f"interrupted a running turn ({plan.trigger.value})")
+        await agent.interrupt()
+    ready = await agent.wait_ready(deadline, host.set_activity)
+    record.step("wait_turn_end", t, clock())
+    flushed = False
+    if ready:
+        turns = agent.turns_ended
+        t = clock()
+        host.set_activity("typing the checkpoint prompt")
+        try:
+            await agent.type(plan.prompt)
+        except ConnectionError:  # the session ended under us: the wait below sees the exit
+            pass
+        record.step("type_prompt", t, clock())
+        t = clock()
+        host.set_activity("waiting for the agent to write its notes")
+        turn_done = await agent.wait_turns(turns + 1, deadline)
+        changed = await asyncio.to_thread(memory.fingerprint) != before
+        if turn_done and not changed:
+            grace_end = min(deadline, clock() + plan.grace)
+            while not changed and clock() < grace_end and not agent.exited:
+                await host.pause(0.25)
+                changed = await asyncio.to_thread(memory.fingerprint) != before
+        record.step("wait_flush", t, clock())
+        flushed = turn_done and changed
+        if agent.exited and not turn_done:
+            record.notes.append("the agent exited during the checkpoint")
+        elif changed and not turn_done:
+            record.notes.append("files changed but the turn did not end before the deadline")
+    else:
+        record.notes.append("the agent exited" if agent.exited else "the turn did not end before the deadline")
+
+    t = clock()
+    if flushed:
+        record.flush = "verified"
+    else:
+        reason = "; ".join(record.notes) or "the agent did not write its notes"
+        try:
+            await asyncio.to_thread(memory.write_auto, reason, agent.tail(4000))
+            record.flush = "auto"
+        except Exception as exc:  # noqa: BLE001 - the cycle must still end in a fresh session
+            record.flush = "failed"
+            record.notes.append(f"auto-checkpoint failed: {exc}")
+    record.step("verify", t, clock())
+
+    t = clock()
+    host.set_activity("stopping the old session")
+    if plan.after is After.STOP:
+        host.set_state(UnitState.STOPPING, plan.why or f"checkpoint ({plan.trigger.value}) then stop")
+    else:
+        host.set_state(UnitState.RESPAWNING, f"checkpoint ({plan.trigger.value}) done; fresh session")
+    await host.end_session()
+    record.step("stop_session", t, clock())
+    await host.mark(None)
+    if plan.after is After.STOP:
+        record.outcome = "stopped"
+        host.set_activity(None)
+        host.stopped(plan.why or "stopped after checkpoint")
+        return record
+
+    t = clock()
+    fresh, problem, wakeup_tokens = await host.respawn(f"fresh session after checkpoint ({plan.trigger.value})")
+    if fresh is None:
+        record.outcome = f"failed: {problem}"
+        return record
+    record.new_session = fresh.session_id
+    record.wakeup_tokens = wakeup_tokens
+    record.notes.append(f"wakeup {await host.delivered() or 'none'}")
+    record.step("respawn", t, clock())
+    record.outcome = "respawned"
+    record.finish_ratio()
+    return record
+
+
+async def deliver_wakeup(agent: Agent, text: str, timeout: float, clock: Callable[[], float],
+                         activity: Callable[[str | None], None]) -> str:
+    """Type the wakeup as the first message once the agent is idle; confirm a turn followed.
+
+    Returns the delivery state for ``status``: ``delivered via first-message``,
+    ``typed; no answer yet``, or ``failed: ...``.
+    """
+    activity("waiting for the agent to be ready for its wakeup")
+    try:
+        if not await agent.wait_ready(clock() + timeout, activity) or agent.exited:
+            return "failed: the agent was not ready"
+        activity("typing the wakeup")
+        turns = agent.turns_ended
+        await agent.type(text)
+        activity("waiting for the agent to take the wakeup")
+        answered = await agent.wait_turns(turns + 1, clock() + timeout)
+    except ConnectionError:
+        return "failed: the session ended"
+    finally:
+        activity(None)
+    return "delivered via first-message" if answered else "typed; no answer yet"
+
+
+def finish_interrupted(unit: str, marker: dict[str, Any], memory: Memory, tail: str) -> CycleRecord:
+    """A daemon died during a checkpoint: make sure nothing the cycle owed is lost (blocking)."""
+    record = CycleRecord(unit=unit, trigger=f"{marker.get('trigger')} (interrupted: daemon restart)",
+                         old_session=marker.get("session"))
+    try:
+        if memory.fingerprint() != marker.get("fingerprint"):
+            record.flush = "verified"
+        else:
+            memory.write_auto("the daemon stopped in the middle of a checkpoint", tail)
+            record.flush = "auto"
+    except Exception as exc:  # noqa: BLE001 - never block the daemon's start on this
+        record.flush = "failed"
+        record.notes.append(f"auto-checkpoint failed: {exc}")
+    record.outcome = "fresh session at daemon start"
+    return record
