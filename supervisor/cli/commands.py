@@ -24,7 +24,7 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
     """Start the daemon (if needed) and UNITS (default: every enabled unit)."""
     settings = app.settings
     if foreground:
-        from ..daemon.arbiter import run_daemon
+        from ..daemon.daemonize import run_daemon
         from ..daemon.pidfile import AlreadyRunning
 
         try:
@@ -305,11 +305,13 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
 @click.command()
 @pass_app
 def check(app: AppContext) -> None:
-    """Validate every unit file without starting anything (exit 1 on errors)."""
-    from ..config.units import load_units
+    """Validate every unit file, and the rules between units, without starting anything (exit 1 on errors).
+
+    It refuses exactly what `agentd start` and `agentd reload` refuse."""
+    from ..config.check import load_project_units
 
     settings = app.settings
-    specs, errors = load_units(settings.units_path, settings.project_root)
+    specs, errors = load_project_units(settings.units_path, settings.project_root)
     for name, spec in specs.items():
         click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")
     for err in errors:

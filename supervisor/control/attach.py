@@ -410,8 +410,9 @@ async def serve_attach(target: AttachTarget, args: dict[str, Any], reader: async
     count = target.viewer_attached(request.unit, +1)
     reason = "error"
     try:
-        await _reply(writer, {"ok": True, "result": session_info(session, request.read_only)})
+        # logged before the reply: whoever sees the viewer attached finds it in the log too
         log.info("attached", unit=request.unit, session=session.session_id, read_only=request.read_only, viewers=count)
+        await _reply(writer, {"ok": True, "result": session_info(session, request.read_only)})
         reason = await viewer.run(session, reader)
     finally:
         count = target.viewer_attached(request.unit, -1)

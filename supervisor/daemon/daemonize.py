@@ -1,4 +1,5 @@
-"""Start the daemon in the background and wait until it answers, or say why it could not.
+"""Start the daemon: in the foreground (:func:`run_daemon`, for systemd), or in the background
+(:func:`spawn_daemon`) waiting until it answers, or saying why it could not.
 
 ``agentd start`` runs ``python -m supervisor start --foreground --detached``
 in a new session (so it survives the terminal), with its early output going to
@@ -9,6 +10,7 @@ error message.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -63,3 +65,22 @@ def wait_stopped(settings: Settings, timeout: float, daemon: ProcessRecord | Non
             return False
         time.sleep(0.05)
     return True
+
+
+def run_daemon(settings: Settings, console: bool = False) -> int:
+    """Run the daemon in this process until it is told to stop."""
+    from . import eventlog
+    from .arbiter import Arbiter
+    from .pidfile import PidFile
+
+    state = settings.state_path
+    state.mkdir(parents=True, exist_ok=True)
+    os.chmod(state, 0o700)
+    eventlog.configure(settings.log_path, settings.log_level,
+                       console=console or settings.log_format == "console" and sys.stderr.isatty())
+    pidfile = PidFile(settings.pidfile)
+    pidfile.acquire()  # raises AlreadyRunning
+    try:
+        return asyncio.run(Arbiter(settings).run())
+    finally:
+        pidfile.release()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..session.process import ExitInfo
 
@@ -34,23 +35,24 @@ class UnitState(str, enum.Enum):
     WAITING = "waiting"  # the provider's usage limit: resume through the wakeup later
 
 
-S = UnitState
+#: Every legal transition.  Anything else is a bug and raises IllegalTransition.
+INACTIVE, STARTING, RUNNING, STOPPING, BACKOFF, FAILED, CHECKPOINTING, RESPAWNING, WAITING = UnitState
 
 #: Every legal transition.  Anything else is a bug and raises IllegalTransition.
 TRANSITIONS: dict[UnitState, frozenset[UnitState]] = {
-    S.INACTIVE: frozenset({S.STARTING}),
-    # starting -> failed: the command could not be spawned and the start limit is hit;
-    # starting -> backoff: spawn failed, retry later; starting -> inactive: stop while starting.
-    S.STARTING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING, S.INACTIVE}),
-    # running -> backoff/failed/inactive: the agent exited on its own.
-    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.FAILED, S.INACTIVE, S.CHECKPOINTING, S.WAITING}),
+    INACTIVE: frozenset({STARTING}),
+    # starting -> backoff / failed: the session could not be started (retry later / start limit hit);
+    # starting -> stopping / inactive: stopped while starting.
+    STARTING: frozenset({RUNNING, BACKOFF, FAILED, STOPPING, INACTIVE}),
+    # running -> backoff / failed / inactive: the agent exited on its own; -> waiting: a usage limit.
+    RUNNING: frozenset({STOPPING, BACKOFF, FAILED, INACTIVE, CHECKPOINTING, WAITING}),
     # the continuity cycle: checkpoint, then a fresh session (or a stop).
-    S.CHECKPOINTING: frozenset({S.RESPAWNING, S.STOPPING}),
-    S.RESPAWNING: frozenset({S.RUNNING, S.BACKOFF, S.FAILED, S.STOPPING}),
-    S.STOPPING: frozenset({S.INACTIVE, S.WAITING}),
-    S.WAITING: frozenset({S.STARTING, S.INACTIVE}),
-    S.BACKOFF: frozenset({S.STARTING, S.INACTIVE, S.FAILED}),
-    S.FAILED: frozenset({S.INACTIVE, S.STARTING}),
+    CHECKPOINTING: frozenset({RESPAWNING, STOPPING}),
+    RESPAWNING: frozenset({RUNNING, BACKOFF, FAILED, STOPPING}),
+    STOPPING: frozenset({INACTIVE, WAITING}),
+    WAITING: frozenset({STARTING, INACTIVE}),
+    BACKOFF: frozenset({STARTING, INACTIVE, FAILED}),
+    FAILED: frozenset({INACTIVE, STARTING}),
 }
 
 
@@ -74,6 +76,11 @@ class RestartConfig:
     reset_after: float = 600.0
     burst: int = 5
     interval: float = 300.0
+
+    @classmethod
+    def of(cls, section: Any) -> RestartConfig:
+        """The numbers of a unit's ``[restart]`` section (``config.units.RestartSection``)."""
+        return cls(**{name: getattr(section, name) for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

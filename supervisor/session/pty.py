@@ -46,6 +46,10 @@ class SpawnError(Exception):
     """The agent could not be started; the message says why."""
 
 
+class SessionEnded(ConnectionError):
+    """The session is gone: nothing can be typed into it any more."""
+
+
 def new_session_id() -> str:
     """Sortable, unique: ``20261130T143200-1a2b3c``."""
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -234,7 +238,7 @@ class Session:
     def send(self, data: bytes) -> None:
         """Queue ``data`` for the agent's terminal; never blocks the loop."""
         if self._fd < 0 or self.exit is not None:
-            raise SpawnError("the session is not running")
+            raise SessionEnded("the session is not running")
         self._outbuf += data
         self._flush_input()
 

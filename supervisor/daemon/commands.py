@@ -1,0 +1,220 @@
+"""The control commands and ``status``, on a small Protocol (never on the Arbiter itself).
+
+:func:`command_table` maps each command name to its handler and the
+arguments it accepts (the control server refuses any other); handlers check
+their arguments' types and turn a unit's refusals into one-line errors.
+:func:`status_row` is what ``agentd status`` shows of one unit.  
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from .. import __version__
+from ..control.framing import ControlError
+from ..control.server import Command
+from ..session.process import children_map
+from .lifecycle import UnitState
+from .unit import UnitSupervisor
+
+
+class Daemon(Protocol):
+    """What the commands need of the daemon."""
+
+    units: Mapping[str, UnitSupervisor]
+    load_errors: list[Any]
+    settings: Any
+    started_wall: float
+
+    async def start_units(self, names: list[str] | None) -> dict[str, str]: ...
+    async def stop_units(self, names: list[str] | None, why: str = ..., now: bool = ...) -> dict[str, str]: ...
+    async def restart_units(self, names: list[str] | None, now: bool = ...) -> dict[str, str]: ...
+    async def reload(self) -> dict[str, Any]: ...
+    async def shutdown(self, now: bool = ...) -> dict[str, Any]: ...
+    async def status(self, names: list[str] | None) -> dict[str, Any]: ...
+    async def broadcast(self, text: str, origin: str | None) -> dict[str, Any]: ...
+
+
+def unit_of(daemon: Daemon, name: Any) -> UnitSupervisor:
+    if not isinstance(name, str) or name not in daemon.units:
+        known = ", ".join(sorted(daemon.units)) or "none"
+        raise ControlError(f"no such unit {name!r} (known units: {known})")
+    return daemon.units[name]
+
+
+def _names(args: dict[str, Any]) -> list[str] | None:
+    units = args.get("units")
+    if units is None:
+        return None
+    if not isinstance(units, list) or not all(isinstance(u, str) for u in units):
+        raise ControlError("units must be a list of unit names")
+    return units
+
+
+def _text(args: dict[str, Any], cmd: str, nonempty: bool = False) -> str:
+    text = args.get("text")
+    if not isinstance(text, str) or (nonempty and not text.strip()):
+        raise ControlError(f"{cmd}: text must be a {'non-empty ' if nonempty else ''}string")
+    return text
+
+
+async def _refusal(call: Awaitable[Any]) -> Any:
+    """A unit's ValueError is a refusal for the user, not a failure of the daemon."""
+    try:
+        return await call
+    except ValueError as exc:
+        raise ControlError(str(exc)) from None
+
+
+def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dict[str, Command]:
+    async def ping(args: dict[str, Any]) -> Any:
+        return {"pid": os.getpid(), "version": __version__}
+
+    async def status(args: dict[str, Any]) -> Any:
+        return await daemon.status(_names(args))
+
+    async def start(args: dict[str, Any]) -> Any:
+        return await daemon.start_units(_names(args))
+
+    async def stop(args: dict[str, Any]) -> Any:
+        return await daemon.stop_units(_names(args), now=bool(args.get("now")))
+
+    async def restart(args: dict[str, Any]) -> Any:
+        return await daemon.restart_units(_names(args), now=bool(args.get("now")))
+
+    async def checkpoint(args: dict[str, Any]) -> Any:
+        return await _refusal(unit_of(daemon, args.get("unit")).checkpoint())
+
+    async def reset(args: dict[str, Any]) -> Any:
+        names = _names(args)
+        units = [unit_of(daemon, n) for n in names] if names else [
+            u for u in daemon.units.values() if u.state is UnitState.FAILED]
+        for unit in units:
+            unit.reset_failed()
+        return {u.name: u.state.value for u in units}
+
+    async def reload(args: dict[str, Any]) -> Any:
+        return await daemon.reload()
+
+    async def send(args: dict[str, Any]) -> Any:
+        unit = unit_of(daemon, args.get("unit"))
+        return await _refusal(unit.talk.send(_text(args, "send"), bool(args.get("enter", True)), bool(args.get("raw"))))
+
+    async def shutdown(args: dict[str, Any]) -> Any:
+        return await daemon.shutdown(now=bool(args.get("now")))
+
+    async def broadcast(args: dict[str, Any]) -> Any:
+        return await daemon.broadcast(_text(args, "broadcast", nonempty=True).strip()[:500], args.get("origin"))
+
+    async def queue(args: dict[str, Any]) -> Any:
+        return unit_of(daemon, args.get("unit")).talk.queue(_text(args, "queue"))
+
+    async def agent_event(args: dict[str, Any]) -> Any:
+        event = args.get("event")
+        if not isinstance(event, dict):
+            raise ControlError("agent-event: event must be a JSON object")
+        session = args.get("session")
+        return await unit_of(daemon, args.get("unit")).talk.agent_event(event, session if isinstance(session, str) else None)
+
+    return {
+        "ping": Command(ping, help="is the daemon alive"),
+        "status": Command(status, frozenset({"units"}), "units and their state"),
+        "start": Command(start, frozenset({"units"}), "start units (all enabled when none given)"),
+        "stop": Command(stop, frozenset({"units", "now"}), "stop units (checkpoint first unless now)"),
+        "restart": Command(restart, frozenset({"units", "now"}), "restart units (through a checkpoint unless now)"),
+        "checkpoint": Command(checkpoint, frozenset({"unit"}), "run a checkpoint cycle now"),
+        "broadcast": Command(broadcast, frozenset({"text", "origin"}), "tell the other units about a global decision"),
+        "queue": Command(queue, frozenset({"unit", "text"}), "type text at the unit's next turn end"),
+        "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)"),
+        "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
+        "reload": Command(reload, help="re-read unit files"),
+        "send": Command(send, frozenset({"unit", "text", "enter", "raw"}), "type text into an agent"),
+        "shutdown": Command(shutdown, frozenset({"now"}), "stop every unit, then the daemon"),
+        "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols", "raw"}), "relay a live session",
+                          stream=True),
+    }
+
+
+def cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not cycle:
+        return None
+    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session")
+    return {k: cycle.get(k) for k in keys}
+
+
+def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now: float | None = None) -> dict[str, Any]:
+    """What ``agentd status`` shows of one unit (``now``: wall clock)."""
+    now = time.time() if now is None else now
+    driver = unit.driver
+    return {
+        "unit": unit.name,
+        "description": unit.spec.unit.description,
+        "state": unit.state.value,
+        "pid": driver.pid if driver else None,
+        "session": driver.session_id if driver else unit.last_session,
+        "uptime": round(driver.uptime, 1) if driver else None,
+        "restarts": unit.restarts,
+        "last_exit": unit.last_exit.describe() if unit.last_exit else None,
+        "next_restart_in": round(unit.next_start_at - now, 1) if unit.next_start_at else None,
+        "reason": unit.reason,
+        "cpu_seconds": round(unit.stats[0], 2) if driver else None,
+        "rss_bytes": unit.stats[1] if driver else None,
+        "transcript_bytes": driver.transcript_bytes if driver else None,
+        "enabled": unit.spec.unit.enabled,
+        "module": unit.spec.module,
+        "kind": unit.spec.agent.kind,
+        "context": unit.context.as_dict() if unit.context and driver else None,
+        "turn": driver.watcher.state.value if driver else None,
+        "activity": unit.activity,
+        "wakeup": unit.wakeup_state if driver else None,
+        "queued_sends": len(unit.talk.sends),
+        "last_checkpoint": cycle_summary(unit.last_cycle),
+        "viewers": unit.talk.viewers,
+        "violations": unit.violations,
+        "schedule": schedule,
+    }
+
+
+def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[str, Any]:
+    """``agentd status``: the daemon, the units, the unit files that were refused."""
+    for unit in units:
+        if unit.driver is not None:
+            unit.context = unit.driver.context()
+    rows = [status_row(u, scheduler.next_times(u.name) if scheduler and (u.spec.schedule.start or u.spec.schedule.stop)
+                       else None) for u in units]
+    settings = daemon.settings
+    return {
+        "daemon": {"pid": os.getpid(), "version": __version__, "uptime": round(time.time() - daemon.started_wall, 1),
+                   "project_root": str(settings.project_root), "units_dir": str(settings.units_path)},
+        "units": rows,
+        "errors": [str(e) for e in daemon.load_errors],
+    }
+
+
+class StatsSampler:
+    """CPU and RSS of each agent's tree, sampled at most once per ``interval`` seconds."""
+
+    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
+        self.interval, self.clock = interval, clock
+        self._at = float("-inf")
+
+    async def refresh(self, units: list[UnitSupervisor]) -> None:
+        live = [u for u in units if u.driver is not None]
+        now = self.clock()
+        if not live or now - self._at < self.interval:
+            return
+        self._at = now
+
+        def collect() -> None:
+            cmap = children_map() if len(live) > 3 else None
+            for unit in live:
+                driver = unit.driver
+                if driver is not None:
+                    driver.tree(cmap)
+                    unit.stats = driver.stats()
+
+        await asyncio.to_thread(collect)

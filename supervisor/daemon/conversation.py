@@ -1,0 +1,165 @@
+"""What agentd types into one unit's agent, and what the agent tells agentd.
+
+A :class:`Conversation` belongs to one :class:`~supervisor.daemon.unit.UnitSupervisor`:
+
+* text to type (``agentd send``, ``agentd task``, broadcasts of global
+  decisions, scope warnings, a wakeup to re-inject) is typed at once when the
+  agent is idle and nobody types in an attached terminal, else queued and
+  typed at the next turn end; nothing is typed during a checkpoint;
+* a person typing through ``agentd attach`` holds agentd's own typing back
+  for :data:`~supervisor.continuity.policy.PERSON_IDLE` seconds;
+* events from the agent itself (``agentd notify``: Codex's notify, Claude
+  Code's hooks) are read by the adapter; a compaction is recorded and
+  answered with the wakeup, an announced one starts a checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..adapters.base import Meaning
+from ..continuity import cycle
+from ..continuity.policy import PERSON_IDLE, Trigger
+from ..continuity.records import compaction_record
+from ..continuity.wakeup import Wakeup, unit_wakeup
+from .lifecycle import UnitState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..adapters.driver import Driver
+    from .unit import UnitSupervisor
+
+log = structlog.get_logger("agentd")
+
+
+class Conversation:
+    """The unit's typing queue, its people at attached terminals, and the agent's own events."""
+
+    def __init__(self, unit: UnitSupervisor) -> None:
+        self.unit = unit
+        self.sends: deque[str] = deque()
+        self.viewers = 0
+        self.person_input_at = 0.0
+        self.delivery: asyncio.Task[str] | None = None  # typing the wakeup as the first message
+
+    # ------------------------------------------------------------------ the wakeup as the first message
+    @property
+    def delivering(self) -> bool:
+        return self.delivery is not None and not self.delivery.done()
+
+    def deliver(self, driver: Driver, text: str, wake: Wakeup) -> None:
+        """Type the wakeup as the first message once the agent is ready (in the background)."""
+        self.delivery = self.unit.rt.spawn(self._deliver(driver, text, wake))
+
+    async def _deliver(self, driver: Driver, text: str, wake: Wakeup) -> str:
+        unit = self.unit
+
+        def activity(text: str | None) -> None:
+            if unit.driver is driver:
+                unit.activity = text
+
+        state = await cycle.deliver_wakeup(driver, text, unit.spec.checkpoint.ready_timeout, unit.rt.clock, activity)
+        if unit.driver is driver:
+            unit.wakeup_state = state
+        log.info("wakeup_delivered" if state.startswith("delivered") else "wakeup_not_delivered", unit=unit.name,
+                 session=driver.session_id, via="first-message", tokens=wake.tokens, state=state)
+        return state
+
+    async def delivered(self) -> str | None:
+        """Wait for the wakeup delivery in progress (if any); the delivery state."""
+        if self.delivery is not None and not self.delivery.done():
+            await asyncio.wait({self.delivery})
+        return self.unit.wakeup_state
+
+    def cancel_delivery(self) -> None:
+        if self.delivery is not None and not self.delivery.done():
+            self.delivery.cancel()
+        self.delivery = None
+
+    # ------------------------------------------------------------------ text to type
+
+    def person_typing(self) -> bool:
+        return bool(self.person_input_at) and self.unit.rt.clock() - self.person_input_at < PERSON_IDLE
+
+    def may_type(self) -> bool:
+        return self.unit.driver is not None and self.unit.driver.idle and not self.person_typing()
+
+    async def type(self, text: str) -> None:
+        driver = self.unit.driver
+        if driver is None:
+            return
+        try:
+            await driver.type(text)
+        except ConnectionError:
+            return
+        log.info("sent", unit=self.unit.name, session=driver.session_id, bytes=len(text.encode()))
+
+    async def send(self, text: str, enter: bool = True, raw: bool = False) -> dict[str, Any]:
+        """Type ``text``: now if the turn has ended, else at the next turn end.  ``raw``: the bytes as
+        given, control keys included, at once (the one explicit way to type them)."""
+        if self.unit.state in (UnitState.CHECKPOINTING, UnitState.RESPAWNING):
+            raise ValueError(f"unit {self.unit.name!r} is {self.unit.state.value} ({self.unit.activity or 'busy'}): nothing is typed "
+                             "into an agent during a checkpoint; send again when `agentd status` shows it running")
+        if self.unit.state not in (UnitState.RUNNING, UnitState.STARTING):
+            raise ValueError(f"unit {self.unit.name!r} is {self.unit.state.value}, not running: nothing to type into")
+        driver = self.unit.driver
+        if raw or not enter:
+            if driver is None:
+                raise ValueError(f"unit {self.unit.name!r} is still starting")
+            if raw:
+                driver.send_raw(text.encode())
+            else:
+                await driver.type_unsubmitted(text)
+            return {"unit": self.unit.name, "delivered": "now", "bytes": len(text.encode())}
+        if not self.unit.busy and not self.unit.delivering and not self.sends and self.may_type():
+            await self.type(text)
+            return {"unit": self.unit.name, "delivered": "now", "bytes": len(text.encode())}
+        self.sends.append(text)
+        return {"unit": self.unit.name, "delivered": "queued", "position": len(self.sends),
+                "note": "the agent is busy; agentd types it at the next turn end"}
+
+    def queue(self, text: str) -> dict[str, Any]:
+        if self.unit.state in (UnitState.INACTIVE, UnitState.FAILED):
+            return {"queued": False, "reason": f"unit is {self.unit.state.value}"}
+        self.sends.append(text)
+        return {"queued": True, "position": len(self.sends)}
+
+    # ------------------------------------------------------------------ the agent's own events
+    async def agent_event(self, event: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+        """An event from the agent itself (``agentd notify``): turn ends, compactions, hooks."""
+        driver = self.unit.driver
+        if driver is None or self.unit.adapter is None:
+            return {"ignored": f"unit {self.unit.name!r} has no running session"}
+        if session_id and session_id != driver.session_id:
+            return {"ignored": f"session {session_id} is not the current one ({driver.session_id})"}
+        meanings = driver.on_agent_event(event)
+        log.info("agent_event", unit=self.unit.name, session=driver.session_id, meanings=[m.value for m in meanings],
+                 type=event.get("type") or event.get("hook_event_name"))
+        compacted, about = Meaning.COMPACTED in meanings, Meaning.PRE_COMPACT in meanings
+        wakeup: Wakeup | None = None
+        if compacted or Meaning.INJECT_WAKEUP in meanings:
+            wakeup = await asyncio.to_thread(unit_wakeup, self.unit.spec, self.unit.rt.root)
+        if compacted or about:
+            record = compaction_record(self.unit.name, driver.session_id, compacted, self.unit.context,
+                                       wakeup.tokens if wakeup else None)
+            self.unit.last_cycle = record.as_dict()
+            self.unit.rt.record_cycle(record)
+        if about:
+            self.unit.checkpoint_now(Trigger.PRE_COMPACT)
+        if Meaning.INJECT_WAKEUP in meanings and wakeup is not None:
+            self.sends.append(wakeup.text)
+        output = driver.hook_output(event, meanings, wakeup.text if wakeup else None)
+        return {"meanings": [m.value for m in meanings], "output": output}
+
+    # ------------------------------------------------------------------ attach
+    def person_input(self) -> None:
+        self.person_input_at = self.unit.rt.clock()
+
+    def viewer(self, delta: int) -> int:
+        self.viewers = max(0, self.viewers + delta)
+        if delta < 0:
+            self.person_input_at = 0.0  # the person left: agentd may type again
+        return self.viewers

@@ -1,0 +1,99 @@
+"""What a daemon that dies leaves behind, and how the next one cleans it up.
+
+When the daemon dies, the last handle to each PTY master closes and the
+kernel sends SIGHUP to each agent's session, so most agents die with it.
+Agents that ignore SIGHUP, and anything they started in a new session, would
+survive; so the daemon keeps ``agents.json`` in the state directory: every
+running session's pid, start time, process group and recorded tree, plus the
+checkpoint in progress, if any.  The next daemon, before it starts any unit:
+
+1. finishes each interrupted checkpoint (an ``[auto]`` note when the agent
+   had not written its own), so nothing the cycle owed is lost;
+2. ends whatever of the recorded processes still runs (checked by start time,
+   so a reused pid is never hit), through the one
+   :func:`~supervisor.session.process.end_processes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..continuity.cycle import ModuleMemory, finish_interrupted
+from ..continuity.records import append_history
+from ..durable import write_json
+from ..session.process import ProcessRecord, end_processes, group_members, live_tree
+from ..session.transcript import read_tail
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .unit import UnitSupervisor
+
+log = structlog.get_logger("agentd")
+
+
+class AgentsFile:
+    """``<state>/agents.json``: the running sessions, for the next daemon."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "agents.json"
+
+    @staticmethod
+    def snapshot(units: Iterable[UnitSupervisor]) -> dict[str, Any]:
+        """What to record of every running session (cheap; on the loop)."""
+        data = {}
+        for unit in units:
+            driver = unit.driver
+            if driver is not None:
+                data[unit.name] = {**driver.record(), "module": unit.spec.module,
+                                   "checkpoint": unit.checkpoint_marker}
+        return data
+
+    def write(self, data: dict[str, Any]) -> None:
+        """Replace the file with ``data`` (atomic; blocking: run it in a thread)."""
+        write_json(self.path, data, mode=0o600, indent=None)
+
+    def read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+async def end_leftovers(agents: AgentsFile, state_dir: Path, root: Path, timeout: float,
+                        clock: Callable[[], float]) -> int:
+    """Finish interrupted checkpoints and end the processes a previous daemon left; how many."""
+    procs = []
+    for unit, rec in agents.read().items():
+        if not isinstance(rec, dict):
+            continue
+        marker = rec.get("checkpoint")
+        if isinstance(marker, dict):
+            try:
+                tail = read_tail(Path(str(marker.get("transcript", ""))), 4000)
+            except OSError:
+                tail = ""
+            record = await asyncio.to_thread(finish_interrupted, unit, marker,
+                                             ModuleMemory(root, rec.get("module") or unit), tail)
+            await asyncio.to_thread(append_history, state_dir, record)
+            log.warning("checkpoint_interrupted", unit=unit, flush=record.flush)
+        records = [ProcessRecord(int(p), float(t)) for p, t in rec.get("tree", [])]
+        found = live_tree(records)
+        group = group_members(int(rec.get("pgid", 0)), float(rec.get("create_time", 0)))
+        found.extend(p for p in group if p.pid not in {f.pid for f in found})
+        if found:
+            log.warning("leftover_agents", unit=unit, session=rec.get("session"), pids=[p.pid for p in found])
+            procs.extend(found)
+    if procs:
+        await end_processes(procs, timeout, clock=clock)
+        log.info("leftover_agents_ended", count=len(procs))
+    agents.remove()
+    return len(procs)

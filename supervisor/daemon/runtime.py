@@ -1,0 +1,36 @@
+"""What a unit needs of the daemon: the :class:`Runtime` Protocol.
+
+The :class:`~supervisor.daemon.arbiter.Arbiter` implements it for real; the
+tests' ``FakeRuntime`` implements it with fake drivers and a fake clock, so a
+:class:`~supervisor.daemon.unit.UnitSupervisor` is replayed without processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..adapters.driver import Driver
+    from ..continuity.cycle import Memory
+    from ..continuity.records import CycleRecord, SessionRecord
+    from .unit import UnitSupervisor
+
+
+class Runtime(Protocol):
+    """What a unit needs of the daemon (the Arbiter implements it)."""
+
+    clock: Callable[[], float]
+    root: Any  # the project root (Path)
+    default_stop_timeout: float
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+    def call_later(self, delay: float, unit: UnitSupervisor) -> asyncio.TimerHandle: ...
+    def launch(self, unit: UnitSupervisor, wakeup: str | None) -> Driver: ...
+    def changed(self, unit: UnitSupervisor) -> None: ...
+    async def persist(self) -> None: ...
+    async def sleep(self, seconds: float) -> None: ...
+    def record_cycle(self, record: CycleRecord) -> None: ...
+    def record_session(self, record: SessionRecord) -> None: ...
+    def memory(self, module: str) -> Memory: ...

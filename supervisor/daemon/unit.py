@@ -1,0 +1,490 @@
+"""One unit's supervisor: its state, its session, and every reaction to its events.
+
+A :class:`UnitSupervisor` owns everything about one unit (as circus's
+watcher owns its behaviour, and as s6 keeps supervision a small automaton):
+the :class:`~supervisor.daemon.lifecycle.UnitState` and its transitions, the
+running session (a :class:`~supervisor.adapters.driver.Driver`), the restart
+policy, the queued text, the context figure.  Every event of the unit comes
+in through one of its methods, and only they change its state:
+
+start, stop, restart, checkpoint, reset-failed (commands); :meth:`reap` (the
+agent exited; on SIGCHLD and each tick); :meth:`timer_fired` (backoff over,
+usage limit reset); :meth:`tick` (each second: context, due checkpoints,
+stalls, usage limits, queued text).  What is typed into the agent and what the
+agent reports back (hooks) is its :class:`~supervisor.daemon.conversation.Conversation`.
+
+It depends on the daemon only through :class:`Runtime`, so the tests replay
+events into it with a fake runtime, fake drivers and a fake clock.
+Long operations (a start, the continuity cycle, a stop) run as one task at a
+time (``op``); whatever ends them, even an unexpected error, the unit is left
+in a named state that a command can leave.
+
+Words: a unit is *started* and *stopped* (its state changes); a session is
+*ended* (its whole process tree, :meth:`Driver.end`), *reaped* (its exit
+status collected) and *closed* (its PTY and transcript).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..adapters.base import Adapter, ContextFigure
+from ..continuity import cycle
+from ..continuity.policy import After, Trigger, checkpoint_prompt
+from ..continuity.records import CycleRecord, SessionRecord, StartReason
+from ..continuity.wakeup import Wakeup, unit_wakeup
+from ..schedule import UsageLimit, usage_limit
+from ..session.process import ExitInfo
+from .conversation import Conversation
+from .runtime import Runtime
+from .watch import SessionWatch
+from .lifecycle import GiveUp, Restart, RestartConfig, RestartTracker, StayDown, UnitState, check_transition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..adapters.driver import Driver
+    from ..config.units import UnitSpec
+
+log = structlog.get_logger("agentd")
+
+STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING})
+ACTIVE = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
+
+
+class UnitSupervisor:
+    """One unit (see the module docstring)."""
+
+    def __init__(self, spec: UnitSpec, runtime: Runtime, adapter: Adapter | None) -> None:
+        self.spec = spec
+        self.rt = runtime
+        self.adapter = adapter
+        self.tracker = RestartTracker(RestartConfig.of(spec.restart))
+        self.state = UnitState.INACTIVE
+        self.reason: str | None = None
+        self.driver: Driver | None = None
+        self.restarts = 0
+        self.last_exit: ExitInfo | None = None
+        self.last_session: str | None = None
+        self.next_start_at: float | None = None  # wall clock, for status
+        self.op: asyncio.Task[Any] | None = None  # the start, cycle or stop in progress
+        self.wakeup_state: str | None = None
+        self.last_wakeup: Wakeup | None = None
+        self.activity: str | None = None  # what agentd waits for, for status
+        self.context: ContextFigure | None = None
+        self.last_cycle: dict[str, Any] | None = None
+        self.checkpoint_marker: dict[str, Any] | None = None
+        self.failure: str | None = None  # why the adapter says the session cannot go on
+        self.violations = 0
+        self.stats: tuple[float, int] = (0.0, 0)
+        self._timer: asyncio.TimerHandle | None = None
+        self._exit_seen = False
+        self._changed = asyncio.Event()
+        self.talk = Conversation(self)
+        self.watch = SessionWatch(self)
+        self._start_reason = StartReason.START
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.rt.clock
+
+    @property
+    def busy(self) -> bool:
+        """True while an operation (start, cycle, stop) runs."""
+        return self.op is not None and not self.op.done()
+
+    @property
+    def delivering(self) -> bool:
+        return self.talk.delivering
+
+    @property
+    def stop_timeout(self) -> float:
+        return self.spec.restart.stop_timeout or self.rt.default_stop_timeout
+
+    # the scope guard's view of a unit (scope.guard.Offender)
+    def session_id(self) -> str | None:
+        return self.driver.session_id if self.driver else None
+
+    @property
+    def on_violation(self) -> str:
+        return self.spec.scope.on_violation
+
+    def warn(self, text: str) -> None:
+        """Tell the agent at its next turn end (a scope warning)."""
+        self.talk.queue(text)
+
+    def reconfigure(self, spec: UnitSpec, adapter: Adapter | None) -> None:
+        """New settings from a reload (the unit is stopped)."""
+        self.spec, self.adapter = spec, adapter
+        self.tracker = RestartTracker(RestartConfig.of(spec.restart))
+        if self.state is UnitState.FAILED:
+            self.set_state(UnitState.INACTIVE, "changed by reload")
+
+    def set_state(self, new: UnitState, reason: str | None = None, **fields: Any) -> None:
+        old = self.state
+        check_transition(old, new)
+        self.state = new
+        if new in (UnitState.FAILED, UnitState.BACKOFF, UnitState.INACTIVE, UnitState.WAITING):
+            self.reason = reason
+        elif new in (UnitState.STARTING, UnitState.RUNNING):
+            self.reason = None
+        log.info("unit_state", unit=self.name, old=old.value, new=new.value, reason=reason,
+                 session=self.driver.session_id if self.driver else self.last_session,
+                 pid=self.driver.pid if self.driver else None, **fields)
+        self.bump()
+
+    def set_activity(self, text: str | None) -> None:
+        self.activity = text
+
+    async def pause(self, seconds: float) -> None:
+        await self.rt.sleep(seconds)
+
+    def bump(self) -> None:
+        """Something about this unit changed: wake whoever waits on it."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+        self.rt.changed(self)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = self.rt.clock() + timeout
+        while not predicate():
+            remaining = deadline - self.rt.clock()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    def _run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run an operation as the unit's one op; an unexpected error never wedges the unit."""
+        async def guarded() -> Any:
+            try:
+                return await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - leave a named state, with the reason
+                log.error("operation_failed", unit=self.name, operation=what, error=f"{type(exc).__name__}: {exc}",
+                          exc_info=exc)
+                await self._recover(f"{what} failed: {type(exc).__name__}: {exc}")
+                return None
+        self.op = self.rt.spawn(guarded())
+        return self.op
+
+    async def _recover(self, why: str) -> None:
+        """After an unexpected error: end the session and let the restart policy decide."""
+        self.checkpoint_marker = None
+        self.activity = None
+        if self.driver is not None:
+            await self._end_session(graceful=False)
+        if self.state is UnitState.CHECKPOINTING:
+            self.set_state(UnitState.RESPAWNING, why)  # a failed cycle still ends in a fresh session
+        if self.state in (UnitState.STARTING, UnitState.RESPAWNING, UnitState.RUNNING):
+            self._apply(self.tracker.on_spawn_error(why, self.rt.clock()), why)
+        elif self.state is UnitState.STOPPING:
+            self.set_state(UnitState.INACTIVE, why)
+
+    # ------------------------------------------------------------------ start
+    def start(self, why: str, reason: StartReason = StartReason.START) -> asyncio.Task[Any] | None:
+        """inactive/failed/backoff/waiting -> starting; the session starts in the unit's op."""
+        if self.state not in STARTABLE:
+            return None
+        self._cancel_timer()
+        if self.state in (UnitState.INACTIVE, UnitState.FAILED):
+            self.watch.run_began(self.rt.clock())
+        if self.state is UnitState.FAILED:
+            self.tracker.reset()
+        self.set_state(UnitState.STARTING, why)
+        self.tracker.record_start(self.rt.clock())
+        self._start_reason = reason
+        return self._run(self._start_op(why), "start")
+
+    async def _start_op(self, why: str) -> None:
+        problem = await self._fresh_session(why)
+        if problem is not None:
+            log.error("spawn_failed", unit=self.name, error=problem)
+            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
+            return
+        assert self.driver is not None
+        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
+
+    async def _fresh_session(self, why: str) -> str | None:
+        """Build the wakeup, launch a session, begin delivering the wakeup; the problem, or None."""
+        wake: Wakeup | None = None
+        if self.spec.wakeup.on_start:
+            try:
+                wake = await asyncio.to_thread(unit_wakeup, self.spec, self.rt.root)
+            except Exception as exc:  # noqa: BLE001 - start without a briefing, loudly
+                log.error("wakeup_failed", unit=self.name, error=str(exc))
+        if self.adapter is None:
+            return f"no adapter for kind {self.spec.agent.kind!r}"
+        try:
+            driver = self.rt.launch(self, wake.text if wake else None)
+        except Exception as exc:  # noqa: BLE001 - SpawnError, or any I/O error: a named reason, never a wedge
+            return str(exc) or type(exc).__name__
+        previous, previous_exit = self.last_session, self.last_exit
+        self.driver, self._exit_seen = driver, False
+        self.last_session = driver.session_id
+        self.context = self.failure = None
+        self.last_wakeup = wake
+        first = driver.launched.first_input
+        if wake is None:
+            self.wakeup_state = None
+        elif first is not None:
+            self.wakeup_state = "pending"
+            self.talk.deliver(driver, first, wake)
+        else:
+            self.wakeup_state = f"delivered via {driver.launched.wakeup_via}"
+            log.info("wakeup_delivered", unit=self.name, session=driver.session_id, via=driver.launched.wakeup_via,
+                     tokens=wake.tokens)
+        reason, self._start_reason = self._start_reason, StartReason.START
+        self.rt.record_session(SessionRecord(
+            self.name, driver.session_id, reason, why, previous=previous,
+            previous_exit=previous_exit.describe() if reason is StartReason.CRASH and previous_exit else None,
+            wakeup=driver.launched.wakeup_via if wake is not None else "none"))
+        self.bump()
+        await self.rt.persist()  # before anything else: a daemon killed now must find this agent
+        return None
+
+    async def delivered(self) -> str | None:
+        """Wait for the wakeup delivery in progress (if any); the delivery state."""
+        return await self.talk.delivered()
+
+    # ------------------------------------------------------------------ exits
+    def reap(self) -> None:
+        """Collect the session's exit if the agent is gone, and react (SIGCHLD, each tick)."""
+        driver = self.driver
+        if driver is None or self._exit_seen:
+            return
+        exit = driver.reap()
+        if exit is None:
+            return
+        self._exit_seen = True
+        self.last_exit = exit
+        log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
+                 exit=exit.describe(), uptime=round(driver.uptime, 3))
+        if self.state in (UnitState.STOPPING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
+            self.bump()  # the operation in progress finishes the job
+            return
+        uptime = driver.uptime
+        limit = usage_limit(driver.tail(3000))
+        self._session_exited()
+        if limit is not None:
+            self._wait_usage_limit(limit)
+            return
+        failure, self.failure = self.failure, None
+        self._apply(self.tracker.on_exit(exit, uptime, self.rt.clock()), failure)
+
+    def _session_exited(self) -> None:
+        """The leader is gone: close, and end whatever it left behind."""
+        driver = self.driver
+        if driver is None:
+            return
+        self.talk.cancel_delivery()
+        driver.close()
+        self.driver = None
+        self.bump()
+        if driver.leftovers():
+            self.rt.spawn(driver.end_leftovers(self.stop_timeout))
+
+    def _apply(self, decision: Restart | GiveUp | StayDown, why: str | None) -> None:
+        """Apply the restart policy's decision after an exit or a failed start."""
+        if isinstance(decision, Restart):
+            self.next_start_at = time.time() + decision.delay
+            self.set_state(UnitState.BACKOFF, why or f"{self.last_exit.describe() if self.last_exit else 'failed'};"
+                           f" restarting in {decision.delay:g}s", delay=decision.delay)
+            self._timer = self.rt.call_later(decision.delay, self)
+        elif isinstance(decision, GiveUp):
+            self.set_state(UnitState.FAILED, f"{why}; {decision.reason}" if why else decision.reason)
+        else:
+            self.set_state(UnitState.INACTIVE, f"{why}; {decision.reason}" if why else decision.reason)
+
+    def timer_fired(self) -> None:
+        """The backoff delay is over, or the usage limit has reset."""
+        self._timer = None
+        if self.state is UnitState.BACKOFF:
+            self.restarts += 1
+            self.start("restart after backoff", StartReason.CRASH)
+        elif self.state is UnitState.WAITING:
+            self.start("resume after usage limit", StartReason.LIMIT_RESET)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.next_start_at = None
+
+    # ------------------------------------------------------------------ ending
+    async def end_session(self) -> None:
+        """Graceful end of the current session (the cycle's step 5)."""
+        await self._end_session(graceful=True)
+
+    async def _end_session(self, graceful: bool) -> None:
+        driver = self.driver
+        if driver is None:
+            return
+        self.talk.cancel_delivery()
+        survivors = await driver.end(self.stop_timeout, graceful)
+        if survivors:
+            log.warning("stop_timeout", unit=self.name, pids=[p.pid for p in survivors], timeout=self.stop_timeout)
+        if driver.exit is not None:
+            self.last_exit = driver.exit
+        driver.close()
+        if self.driver is driver:
+            self.driver = None
+        self._exit_seen = True
+        self.bump()
+
+    def stopped(self, why: str) -> None:
+        self.set_state(UnitState.INACTIVE, why, exit=self.last_exit.describe() if self.last_exit else None)
+
+    async def stop(self, why: str, checkpoint: bool = True) -> None:
+        """A commanded stop; returns when the whole tree is gone.  ``checkpoint=False`` is ``--now``:
+        an operation in progress (even a checkpoint waiting for its deadline) is cancelled."""
+        self.talk.sends.clear()
+        if self.busy:
+            assert self.op is not None
+            if not checkpoint:
+                self.op.cancel()
+                await asyncio.wait({self.op})
+                self._abandoned()
+            else:
+                was = self.state
+                await asyncio.wait({self.op})
+                if was is UnitState.STOPPING:
+                    return
+                checkpoint = checkpoint and was is not UnitState.CHECKPOINTING  # it just checkpointed
+        if self.state in (UnitState.BACKOFF, UnitState.WAITING):
+            self._cancel_timer()
+            self.set_state(UnitState.INACTIVE, why)
+            return
+        if self.state not in (UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
+            return
+        if (checkpoint and self.state is UnitState.RUNNING and self.driver is not None
+                and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
+            await asyncio.shield(self._cycle(Trigger.STOP, After.STOP, why=why))
+            return
+        await asyncio.shield(self._run(self._stop_at_once(why), "stop"))
+
+    def _abandoned(self) -> None:
+        """An operation was cancelled (``--now``): forget what it was waiting for."""
+        self.checkpoint_marker = None
+        self.activity = None
+        self.talk.cancel_delivery()
+
+    async def _stop_at_once(self, why: str) -> None:
+        self.set_state(UnitState.STOPPING, why)
+        await self._end_session(graceful=False)
+        self.stopped(why)
+
+    async def restart(self, now: bool = False) -> None:
+        if self.busy and not now:
+            await asyncio.wait({self.op})  # type: ignore[arg-type]
+        if (not now and self.state is UnitState.RUNNING and self.driver is not None
+                and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
+            await asyncio.shield(self._cycle(Trigger.RESTART, After.RESPAWN))
+            return
+        await self.stop("restart command", checkpoint=False)
+        if self.state in (UnitState.INACTIVE, UnitState.FAILED):
+            self.restarts += 1
+            task = self.start("restart command", StartReason.RESTART)
+            if task is not None:
+                await asyncio.shield(task)
+
+    def reset_failed(self) -> None:
+        if self.state is UnitState.FAILED:
+            self.tracker.reset()
+            self.set_state(UnitState.INACTIVE, "reset-failed")
+            if self.spec.unit.enabled:
+                self.start("reset-failed", StartReason.RESTART)
+
+    # ------------------------------------------------------------------ the cycle
+    def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = False, deadline: float | None = None) -> None:
+        """Start a cycle now if the unit runs and nothing else is in progress."""
+        if self.state is UnitState.RUNNING and self.driver is not None and not self.busy:
+            self._cycle(trigger, interrupt=interrupt, deadline=deadline)
+
+    def end_failed(self, reason: str) -> None:
+        """The session cannot go on: end it; the reaper then applies the restart policy with ``reason``."""
+        if self.driver is not None and self.failure is None:
+            self.failure = reason
+            self.rt.spawn(self.driver.end(self.stop_timeout, graceful=False))
+
+    def limit_hit(self, limit: UsageLimit) -> None:
+        """A usage limit: end the session, wait until it resets, resume from the wakeup."""
+        self._run(self.end_for_usage_limit(limit), "usage limit")
+
+    def _cycle(self, trigger: Trigger, after: After = After.RESPAWN, *, interrupt: bool = False,
+               deadline: float | None = None, why: str | None = None) -> asyncio.Task[Any]:
+        assert self.driver is not None
+        plan = cycle.Plan(trigger, checkpoint_prompt(self.spec), after, interrupt,
+                          deadline or self.spec.checkpoint.deadline, self.spec.checkpoint.grace, why)
+        return self._run(self._cycle_op(self.driver, plan), f"checkpoint ({trigger.value})")
+
+    async def _cycle_op(self, driver: Driver, plan: cycle.Plan) -> CycleRecord:
+        log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
+                 context=self.context.as_dict() if self.context else None)
+        try:
+            record = await cycle.run(self, driver, self.rt.memory(self.spec.module), plan, unit=self.name)
+        finally:
+            self.activity = None
+            self.checkpoint_marker = None
+        self.last_cycle = record.as_dict()
+        self.rt.record_cycle(record)
+        return record
+
+    async def mark(self, marker: dict[str, Any] | None) -> None:
+        """The checkpoint in progress (persisted, so a crashed daemon's successor can finish it)."""
+        if marker is not None and self.driver is not None:
+            marker = {**marker, "transcript": self.driver.transcript_path}
+        self.checkpoint_marker = marker
+        await self.rt.persist()
+
+    async def respawn(self, why: str) -> tuple[Driver | None, str | None, int | None]:
+        """The cycle's fresh session: (driver, None, wakeup tokens), or (None, problem, None) after
+        applying the restart policy."""
+        self._start_reason = StartReason.CYCLE
+        problem = await self._fresh_session(why)
+        if problem is not None:
+            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not respawn: {problem}")
+            return None, problem, None
+        self.restarts += 1
+        assert self.driver is not None
+        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
+        return self.driver, None, self.last_wakeup.tokens if self.last_wakeup else None
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """``agentd checkpoint UNIT``: a cycle now; its record."""
+        if self.busy:
+            raise ValueError(f"unit {self.name!r} is {self.state.value}: an operation is already running "
+                             f"({self.activity or 'starting'})")
+        if self.state is not UnitState.RUNNING or self.driver is None:
+            raise ValueError(f"unit {self.name!r} is {self.state.value}, not running: nothing to checkpoint")
+        record = await asyncio.shield(self._cycle(Trigger.COMMAND))
+        return record.as_dict() if record is not None else {"outcome": "failed", "unit": self.name}
+
+    async def end_for_usage_limit(self, limit: UsageLimit) -> None:
+        log.warning("usage_limit", unit=self.name, line=limit.line,
+                    reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
+        self.set_state(UnitState.STOPPING, f"usage limit: {limit.line}")
+        await self._end_session(graceful=True)
+        self._wait_usage_limit(limit)
+
+    def _wait_usage_limit(self, limit: UsageLimit) -> None:
+        """Wait (state waiting) until the limit resets, then resume with a fresh session and the wakeup."""
+        now = time.time()
+        reset = limit.reset_at.timestamp() if limit.reset_at else now + self.spec.schedule.usage_limit_wait
+        delay = max(1.0, reset - now)
+        self.next_start_at = now + delay
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now + delay))
+        self.set_state(UnitState.WAITING, f"usage limit hit ({limit.line}); resuming at {when}")
+        self._timer = self.rt.call_later(delay, self)

@@ -1,0 +1,78 @@
+"""The daemon's units as other parts see them: small views that implement those parts' Protocols.
+
+* :class:`AttachUnits` is the attach server's ``AttachTarget``
+  (:mod:`supervisor.control.attach`);
+* :class:`ScopeUnits` is the scope guard's ``Units`` (:mod:`supervisor.scope.guard`).
+
+Neither part ever holds the Arbiter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..scope.guard import candidate
+from ..scope.rules import Candidate
+from .commands import Daemon, unit_of
+from .lifecycle import UnitState
+from .unit import UnitSupervisor
+
+
+class AttachUnits:
+    """The units as the attach server sees them (``control.attach.AttachTarget``)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def current_session(self, name: str) -> Any:
+        """The unit's session object now (also while it is stopping), or None."""
+        driver = unit_of(self.daemon, name).driver
+        return driver.session if driver else None
+
+    async def wait_session(self, name: str, previous: Any, timeout: float) -> Any:
+        """A running session of the unit other than ``previous``, waiting up to ``timeout`` seconds."""
+        unit = self.daemon.units.get(name)
+        if unit is None:
+            return None
+
+        def fresh() -> Any:
+            driver = unit.driver
+            if unit.state is not UnitState.RUNNING or driver is None or driver.exited:
+                return None
+            return driver.session if driver.session is not previous else None
+
+        return fresh() if await unit.wait_until(lambda: fresh() is not None, timeout) else None
+
+    def person_input(self, name: str) -> None:
+        unit = self.daemon.units.get(name)
+        if unit is not None:
+            unit.talk.person_input()
+
+    def viewer_attached(self, name: str, delta: int) -> int:
+        unit = self.daemon.units.get(name)
+        return unit.talk.viewer(delta) if unit is not None else 0
+
+
+class ScopeUnits:
+    """The units as the scope guard sees them."""
+
+    def __init__(self, units: Mapping[str, UnitSupervisor], root: Path) -> None:
+        self.units, self.root = units, root
+
+    def candidates(self, now: float) -> list[Candidate]:
+        """The running units that could have made a change now."""
+        found = []
+        for unit in self.units.values():
+            driver = unit.driver
+            if driver is not None and unit.state in (UnitState.RUNNING, UnitState.CHECKPOINTING):
+                if (c := candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for)) is not None:
+                    found.append(c)
+        return found
+
+    def offender(self, name: str) -> UnitSupervisor | None:
+        return self.units.get(name)
+
+    def restricts(self) -> bool:
+        return any(u.spec.scope.paths or u.spec.scope.forbid for u in self.units.values())
