@@ -1,0 +1,276 @@
+"""Fakes for replaying events into a unit supervisor and the continuity cycle, in milliseconds.
+
+:class:`FakeClock` is advanced by hand (and by the fakes' waits, so a deadline
+passes without real time); :class:`FakeDriver` is a session whose agent does
+what the test says; :class:`FakeRuntime` is the daemon as a unit sees it.
+No process, PTY or file is involved (the memory probe is a fake too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from supervisor.adapters.base import ContextFigure, Launch, Meaning
+from supervisor.config.units import UnitSpec
+from supervisor.session.process import ExitInfo
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class FakeWatcher:
+    idle: bool = True
+    turns_ended: int = 0
+
+    @property
+    def state(self) -> Any:
+        from supervisor.adapters.base import Turn
+
+        return Turn.IDLE if self.idle else Turn.BUSY
+
+    def tick(self) -> None:
+        pass
+
+
+class FakeDriver:
+    """A running agent scripted by the test.
+
+    ``on_type(text)`` decides what the agent does with each message (default:
+    the turn ends at once).  ``person`` says whether a person types.  Waiting
+    past a deadline advances the fake clock instead of sleeping.
+    """
+
+    _next = 0
+
+    def __init__(self, clock: FakeClock, wakeup: str | None = None, first_input: bool = True) -> None:
+        FakeDriver._next += 1
+        self.session_id = f"s{FakeDriver._next}"
+        self.pid = 10_000 + FakeDriver._next
+        self.clock = clock
+        self.watcher = FakeWatcher()
+        self.launched = Launch(argv=["fake"], first_input=wakeup if first_input else None,
+                               wakeup_via="first-message" if first_input else "argv")
+        self.wakeup = wakeup
+        self.typed: list[str] = []
+        self.exit: ExitInfo | None = None
+        self.closed = False
+        self.ended: list[bool] = []  # graceful flag of each end()
+        self.figure: ContextFigure | None = ContextFigure(100, 1000, True, "fake")
+        self.person = False
+        self.failure_text: str | None = None
+        self.started = clock()
+        self.last_output = clock()
+        self.meanings: list[Meaning] = []
+        self.on_type: Callable[[FakeDriver, str], None] = lambda d, text: d.turn_ends()
+        self.interrupted = 0
+
+    # what the agent does
+    def turn_ends(self) -> None:
+        self.watcher.idle = True
+        self.watcher.turns_ended += 1
+
+    def dies(self, code: int | None = 1, signal: int | None = None) -> None:
+        self.exit = ExitInfo(code=code, signal=signal)
+
+    # the Driver surface
+    @property
+    def exited(self) -> bool:
+        return self.exit is not None
+
+    @property
+    def idle(self) -> bool:
+        return self.watcher.idle
+
+    @property
+    def turns_ended(self) -> int:
+        return self.watcher.turns_ended
+
+    @property
+    def uptime(self) -> float:
+        return self.clock() - self.started
+
+    @property
+    def silent_for(self) -> float:
+        return self.clock() - self.last_output
+
+    argv = ["fake"]
+    transcript_bytes = 0
+    transcript_path = "/nonexistent/fake.txt"
+
+    def context(self) -> ContextFigure | None:
+        return self.figure
+
+    def failure(self) -> str | None:
+        return self.failure_text
+
+    def tail(self, n: int) -> str:
+        return "last lines of the fake agent"
+
+    def reap(self) -> ExitInfo | None:
+        return self.exit
+
+    def record(self) -> dict[str, Any]:
+        return {"session": self.session_id, "pid": self.pid, "create_time": 0.0, "pgid": self.pid, "tree": []}
+
+    def leftovers(self) -> list[Any]:
+        return []
+
+    async def end_leftovers(self, timeout: float) -> list[Any]:
+        return []
+
+    def on_agent_event(self, event: dict[str, Any]) -> list[Meaning]:
+        if Meaning.TURN_END in self.meanings:
+            self.turn_ends()
+        return list(self.meanings)
+
+    def hook_output(self, event: Any, meanings: Any, wakeup: str | None) -> str | None:
+        return None
+
+    async def type(self, text: str) -> None:
+        if self.exited:
+            raise ConnectionError("the session is not running")
+        self.typed.append(text)
+        self.watcher.idle = False
+        self.last_output = self.clock()
+        self.on_type(self, text)
+
+    def send_raw(self, data: bytes) -> None:
+        self.typed.append(data.decode())
+
+    async def interrupt(self) -> None:
+        self.interrupted += 1
+        self.turn_ends()
+
+    async def wait_turns(self, count: int, deadline: float) -> bool:
+        while not self.exited:
+            if self.watcher.turns_ended >= count and self.watcher.idle:
+                return True
+            if self.clock() >= deadline:
+                return False
+            await asyncio.sleep(0)
+            self.clock.advance(0.5)
+        return False
+
+    async def wait_ready(self, deadline: float, activity: Callable[[str], None] = lambda _s: None) -> bool:
+        while not self.exited and self.clock() < deadline:
+            if self.person:
+                activity("waiting: a person is typing in an attached terminal")
+            elif not self.watcher.idle:
+                activity("waiting for the agent's turn to end")
+            else:
+                return True
+            await asyncio.sleep(0)
+            self.clock.advance(0.5)
+        return False
+
+    async def end(self, timeout: float, graceful: bool) -> list[Any]:
+        self.ended.append(graceful)
+        if self.exit is None:
+            self.exit = ExitInfo(signal=15)
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeMemory:
+    """The memory files: ``writes`` says how many times the agent wrote them."""
+
+    writes: int = 0
+    autos: list[str] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        return f"v{self.writes}"
+
+    def write_auto(self, reason: str, tail: str) -> None:
+        self.autos.append(reason)
+
+
+class FakeRuntime:
+    """The daemon as a unit sees it: launches fake drivers, keeps records, queues timers."""
+
+    def __init__(self, clock: FakeClock, root: Path) -> None:
+        self.clock = clock
+        self.root = root
+        self.default_stop_timeout = 1.0
+        self.drivers: list[FakeDriver] = []
+        self.cycles: list[Any] = []
+        self.sessions: list[Any] = []
+        self.timers: list[tuple[float, Any]] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.launch_error: Exception | None = None
+        self.first_input = True
+        self.script: Callable[[FakeDriver], None] = lambda d: None  # set up each new driver
+        self.memory_files = FakeMemory()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self.tasks.append(task)
+        return task
+
+    def call_later(self, delay: float, unit: Any) -> Any:
+        self.timers.append((self.clock() + delay, unit))
+
+        class Handle:
+            def cancel(self_inner) -> None:
+                self.timers[:] = [t for t in self.timers if t[1] is not unit]
+
+        return Handle()
+
+    def launch(self, unit: Any, wakeup: str | None) -> FakeDriver:
+        if self.launch_error is not None:
+            raise self.launch_error
+        driver = FakeDriver(self.clock, wakeup, self.first_input)
+        self.script(driver)
+        self.drivers.append(driver)
+        return driver
+
+    def changed(self, unit: Any) -> None:
+        pass
+
+    async def persist(self) -> None:
+        pass
+
+    async def sleep(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    def record_cycle(self, record: Any) -> None:
+        self.cycles.append(record)
+
+    def record_session(self, record: Any) -> None:
+        self.sessions.append(record)
+
+    def memory(self, module: str) -> FakeMemory:
+        return self.memory_files
+
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Let every task started so far (and those they start) run to its end."""
+        while pending := [t for t in self.tasks if not t.done()]:
+            done, _ = await asyncio.wait(pending, timeout=timeout)
+            if not done:
+                raise AssertionError(f"tasks did not settle: {pending}")
+
+
+def spec(tmp_path: Path, text: str = "", name: str = "u") -> UnitSpec:
+    """A unit spec from TOML text (an [agent] command is added when missing)."""
+    import tomllib
+
+    data = tomllib.loads(text)
+    data.setdefault("agent", {}).setdefault("command", ["python"])
+    return UnitSpec(name=name, path=tmp_path / f"{name}.toml", **data)

@@ -1,0 +1,130 @@
+"""The continuity cycle alone, with a fake agent, a fake host and a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from supervisor.continuity import cycle
+from supervisor.continuity.policy import After, Trigger
+from supervisor.daemon.lifecycle import UnitState
+from tests.daemon_fakes import FakeClock, FakeDriver, FakeMemory
+
+
+class FakeHost:
+    def __init__(self, clock: FakeClock, memory: FakeMemory, respawn_problem: str | None = None) -> None:
+        self.clock = clock
+        self.memory = memory
+        self.states: list[UnitState] = []
+        self.activities: list[str | None] = []
+        self.marks: list[dict[str, Any] | None] = []
+        self.ended = 0
+        self.stopped_why: str | None = None
+        self.respawn_problem = respawn_problem
+        self.fresh: FakeDriver | None = None
+        self.on_pause = lambda: None
+
+    def set_state(self, state: UnitState, reason: str) -> None:
+        self.states.append(state)
+
+    def set_activity(self, text: str | None) -> None:
+        self.activities.append(text)
+
+    async def pause(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.on_pause()
+        await asyncio.sleep(0)
+
+    async def mark(self, marker: dict[str, Any] | None) -> None:
+        self.marks.append(marker)
+
+    async def delivered(self) -> str | None:
+        return "delivered via first-message" if self.fresh else None
+
+    async def end_session(self) -> None:
+        self.ended += 1
+
+    def stopped(self, why: str) -> None:
+        self.stopped_why = why
+
+    async def respawn(self, why: str) -> tuple[FakeDriver | None, str | None, int | None]:
+        if self.respawn_problem:
+            return None, self.respawn_problem, None
+        self.fresh = FakeDriver(self.clock)
+        return self.fresh, None, 123
+
+
+def plan(after: After = After.RESPAWN, deadline: float = 60.0, grace: float = 5.0) -> cycle.Plan:
+    return cycle.Plan(Trigger.COMMAND, "write your notes", after, deadline=deadline, grace=grace, why="stop command")
+
+
+def test_a_verified_flush_respawns_and_records_the_ratio() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+
+    def answer(d: FakeDriver, text: str) -> None:
+        memory.writes += 1
+        d.turn_ends()
+    agent.on_type = answer
+    record = asyncio.run(cycle.run(host, agent, memory, plan(), unit="u"))
+    assert record.flush == "verified" and record.outcome == "respawned" and record.wakeup_tokens == 123
+    assert record.ratio == round(123 / 100, 4) and record.tokens_before == 100
+    assert host.states == [UnitState.CHECKPOINTING, UnitState.RESPAWNING] and host.ended == 1
+    assert host.marks[0]["trigger"] == "command" and host.marks[-1] is None
+    assert agent.typed == ["write your notes"] and "wakeup delivered via first-message" in record.notes
+
+
+def test_notes_written_just_after_the_turn_count_within_the_grace() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    host.on_pause = lambda: setattr(memory, "writes", 1) if clock() > 1001 else None
+    record = asyncio.run(cycle.run(host, agent, memory, plan(grace=5), unit="u"))
+    assert record.flush == "verified" and memory.autos == []
+
+
+def test_a_turn_that_never_ends_meets_the_deadline_and_gets_an_auto_checkpoint() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    agent.watcher.idle = False  # busy, and it stays busy
+    record = asyncio.run(cycle.run(host, agent, memory, plan(deadline=30), unit="u"))
+    assert record.flush == "auto" and record.notes[0] == "the turn did not end before the deadline"
+    assert agent.typed == [] and memory.autos == ["the turn did not end before the deadline"]
+    assert clock() >= 1030
+
+
+def test_a_checkpoint_before_a_stop_does_not_respawn() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    record = asyncio.run(cycle.run(host, agent, memory, plan(After.STOP), unit="u"))
+    assert record.outcome == "stopped" and host.fresh is None and host.stopped_why == "stop command"
+    assert host.states == [UnitState.CHECKPOINTING, UnitState.STOPPING]
+
+
+def test_a_respawn_that_fails_is_recorded_with_its_reason() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory, respawn_problem="program 'x' not found")
+    record = asyncio.run(cycle.run(host, agent, memory, plan(), unit="u"))
+    assert record.outcome == "failed: program 'x' not found" and record.new_session is None
+
+
+def test_the_wakeup_is_typed_when_the_agent_is_ready_and_an_answer_is_awaited() -> None:
+    clock = FakeClock()
+    agent = FakeDriver(clock)
+    activity: list[str | None] = []
+    state = asyncio.run(cycle.deliver_wakeup(agent, "BRIEFING", 30, clock, activity.append))
+    assert state == "delivered via first-message" and agent.typed == ["BRIEFING"] and activity[-1] is None
+    silent = FakeDriver(clock)
+    silent.on_type = lambda d, text: None  # typed, but the agent never answers
+    assert asyncio.run(cycle.deliver_wakeup(silent, "BRIEFING", 30, clock, activity.append)) == "typed; no answer yet"
+    gone = FakeDriver(clock)
+    gone.dies()
+    assert asyncio.run(cycle.deliver_wakeup(gone, "BRIEFING", 30, clock, activity.append)) == "failed: the agent was not ready"
+
+
+def test_an_interrupted_checkpoint_is_finished_at_the_next_start() -> None:
+    memory = FakeMemory()
+    marker = {"trigger": "threshold", "fingerprint": memory.fingerprint(), "session": "s1"}
+    record = cycle.finish_interrupted("u", marker, memory, "tail")
+    assert record.flush == "auto" and memory.autos == ["the daemon stopped in the middle of a checkpoint"]
+    memory.writes = 1  # the agent had written its notes before the daemon died
+    assert cycle.finish_interrupted("u", marker, memory, "tail").flush == "verified"
