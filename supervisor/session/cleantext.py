@@ -3,6 +3,13 @@
 :class:`CleanTextFilter` carries an unfinished escape sequence, an open
 OSC/DCS string, a pending ``\\r`` and the incremental UTF-8 decoder between
 chunks, so a chunk boundary never changes the result.
+
+:func:`project` and :func:`text_runs` give the *matching text* the secret
+redactor searches: every escape sequence removed, cursor movements included
+(a key drawn in two pieces with a cursor move between them is one word on the
+screen), and every control but TAB, LF and CR deleted.  :func:`text_runs`
+also says which raw bytes each piece of that text came from, so a secret found
+in the text can be cut out of the raw bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +36,60 @@ _CR = re.compile(rb"\r+\n?")
 # C0 controls except TAB, LF, CR; plus DEL.  Deleted with bytes.translate.
 _CTRL_BYTES = bytes(b for b in range(0x20) if b not in (0x09, 0x0A, 0x0D)) + b"\x7f"
 _MAX_ESC_CARRY = 64
+
+# -- matching text (for the redactor) --------------------------------------------
+#: Every complete escape sequence, cursor movements included (same grammar as above).
+_ANY_ESC = re.compile(
+    rb"\x1b(?:"
+    rb"\[[0-?]*[ -/]*[@-~]"
+    rb"|\][^\x07\x1b]*(?:\x07|\x1b\\|(?=\x1b))"
+    rb"|[PX^_][^\x1b]*(?:\x1b\\|(?=\x1b))"
+    rb"|(?![\[\]PX^_])[ -/]*[0-~]"
+    rb")"
+)
+#: A sequence or a deleted control byte: what :func:`text_runs` steps over.
+_ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+#: An escape sequence that is not finished at the end of the data (OSC/DCS strings included).
+_UNFINISHED = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[PX^_][^\x1b]*|[ -/]*)\Z")
+#: An unfinished sequence longer than this is given up on (its bytes count as finished).
+MAX_UNFINISHED = 65536
+
+
+def unfinished_escape(data: bytes) -> int:
+    """Index where an escape sequence that ``data`` does not finish begins (``len(data)`` if none)."""
+    last = data.rfind(b"\x1b")
+    if last == -1 or len(data) - last > MAX_UNFINISHED:
+        return len(data)
+    if _ANY_ESC.match(data, last) is None and _UNFINISHED.match(data, last) is not None:
+        return last
+    return len(data)
+
+
+def sequence_end(data: bytes, i: int) -> int:
+    """End of the escape sequence at ``data[i]`` (an ESC); ``i + 1`` when none completes there."""
+    m = _ANY_ESC.match(data, i)
+    return m.end() if m is not None else i + 1
+
+
+def project(data: bytes) -> bytes:
+    """The matching text of ``data`` (complete sequences only; see :func:`unfinished_escape`)."""
+    if b"\x1b" in data:
+        data = _ANY_ESC.sub(b"", data)
+    return data.translate(None, _CTRL_BYTES)
+
+
+def text_runs(data: bytes) -> list[tuple[int, int, int]]:
+    """``(text_start, raw_start, length)`` of each piece of :func:`project`'s text, in order."""
+    runs: list[tuple[int, int, int]] = []
+    text = raw = 0
+    for m in _ESC_OR_CTRL.finditer(data):
+        if m.start() > raw:
+            runs.append((text, raw, m.start() - raw))
+            text += m.start() - raw
+        raw = m.end()
+    if raw < len(data):
+        runs.append((text, raw, len(data) - raw))
+    return runs
 
 
 class CleanTextFilter:
