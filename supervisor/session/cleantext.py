@@ -48,7 +48,7 @@ _ANY_ESC = re.compile(
     rb")"
 )
 #: A sequence or a deleted control byte: what :func:`text_runs` steps over.
-_ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+_ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]+|\x1b")
 #: An escape sequence that is not finished at the end of the data (OSC/DCS strings included).
 _UNFINISHED = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[PX^_][^\x1b]*|[ -/]*)\Z")
 #: An unfinished sequence longer than this is given up on (its bytes count as finished).
