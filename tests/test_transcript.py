@@ -294,6 +294,25 @@ def test_chunking_never_changes_the_redaction(cuts: list[int]) -> None:
     assert expected.count(b"[REDACTED]") == 11
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(STREAM) + 60), max_size=10))
+def test_the_clean_view_is_the_clean_text_of_the_raw_view(tmp_path_factory: pytest.TempPathFactory,
+                                                          cuts: list[int]) -> None:
+    """The .txt is what CleanTextFilter makes of the .log, for any chunking (one parse serves both)."""
+    stream = STREAM + b"\x1b[5;1Hsk-proj-abc\x1b[5;12Hdefghijklmnopqrstuvw\x1b[2A\xc3\xa9\r"
+    tmp = tmp_path_factory.mktemp("views")
+    t = Transcript(tmp, "v", ENV)
+    prev = 0
+    for cut in sorted(c % (len(stream) + 1) for c in cuts) + [len(stream)]:
+        t.write(stream[prev:cut])
+        prev = cut
+    t.close()
+    log, txt = (tmp / "v.log").read_bytes(), (tmp / "v.txt").read_bytes()
+    clean = CleanTextFilter()
+    assert txt.decode() == clean.feed(log) + clean.finish()
+    assert b"[REDACTED]\n" in txt and b"defghij" not in log
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=300) | st.lists(st.sampled_from(
     [b"\x1b[", b"\x1b]0;t", b"\x07", b"\x1b\\", b"31m", b"2;3H", b"ab", b"\r\n", b"\x1bP", b"\x08", b"\x1b"]),

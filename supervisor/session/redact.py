@@ -36,7 +36,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Mapping
 
-from .cleantext import project, sequence_end, text_runs, unfinished_escape
+from .cleantext import sequence_end, split_text, text_runs, unfinished_escape, with_newlines
 from .shapes import SHAPES, TOKEN_CAP, Shape
 
 #: Replacement written in place of every secret.
@@ -109,7 +109,7 @@ class Redactor:
         fresh = copy.copy(self)
         fresh._held = fresh._esc = fresh._ctx = b""
         fresh._rest = None
-        return fresh._run(bytes(data), final=True)
+        return fresh._run(bytes(data), final=True)[0]
 
     def redact_text(self, text: str) -> str:
         """Redact a complete string (log lines, briefings, records)."""
@@ -132,22 +132,36 @@ class Redactor:
 
     def feed(self, data: bytes) -> bytes:
         """Redact the next chunk of a stream; returns what can be released now."""
-        return self._run(bytes(data), final=False) if data or self._held else b""
+        return self.feed_text(data)[0]
 
     def flush(self) -> bytes:
         """End of the stream: release (redacted) whatever is held back, and start afresh."""
+        return self.flush_text()[0]
+
+    def feed_text(self, data: bytes) -> tuple[bytes, bytes]:
+        """Like :meth:`feed`, and the released bytes' text too (for the clean view).
+
+        The text has escape sequences and controls removed, a newline for each
+        line move (:func:`~.cleantext.with_newlines`) and ``[REDACTED]`` where
+        the raw bytes have it; carriage returns are left to
+        :class:`~.cleantext.LineFolder`.
+        """
+        return self._run(bytes(data), final=False) if data or self._held else (b"", b"")
+
+    def flush_text(self) -> tuple[bytes, bytes]:
+        """Like :meth:`flush`, with the text (see :meth:`feed_text`)."""
         out = self._run(b"", final=True)
         self._held = self._esc = self._ctx = b""
         self._rest = None
         return out
 
     # -- internals -------------------------------------------------------
-    def _run(self, data: bytes, final: bool) -> bytes:
+    def _run(self, data: bytes, final: bool) -> tuple[bytes, bytes]:
         buf = self._held + data if self._held else data
         prefix = self._esc
         body = prefix + buf if prefix else buf
         u = unfinished_escape(body)
-        text = project(body[:u]) if u else b""
+        text, moves = split_text(body[:u]) if u else (b"", [])
         ctx = self._ctx
         q = ctx + text if ctx else text
         b, n = len(ctx), len(q)
@@ -158,13 +172,18 @@ class Redactor:
             raw_cut = self._tail_raw(body, u, text, cut - b)
         if not spans:
             out = body[len(prefix):raw_cut]
+            shown = q[b:cut]
+            if moves:
+                shown = with_newlines(shown, [m for m in moves if m <= cut - b])
         else:
-            out = self._cut_out(body, u, b, spans, len(prefix), raw_cut)
+            merged = _merge(spans, cut)
+            out = self._cut_out(body, u, b, merged, len(prefix), raw_cut)
+            shown = _cut_text(q, b, cut, merged, moves)
         self._held = body[raw_cut:]
         self._esc = body[u:] if cut == n else b""
         self._ctx = q[max(0, cut - CONTEXT):cut]
         self._rest = rest
-        return out
+        return out, shown
 
     def _scan(self, q: bytes, b: int, final: bool) -> tuple[list[tuple[int, int, bool]], int, re.Pattern[bytes] | None]:
         """Secret spans of ``q`` past ``b`` (start, end, gets a marker), the hold point, what goes on."""
@@ -246,25 +265,17 @@ class Redactor:
         return runs[i][1] + (t - runs[i][0])
 
     @staticmethod
-    def _cut_out(body: bytes, u: int, b: int, spans: list[tuple[int, int, bool]], first: int, raw_cut: int) -> bytes:
+    def _cut_out(body: bytes, u: int, b: int, merged: list[tuple[int, int, bool]], first: int, raw_cut: int) -> bytes:
         """``body[first:raw_cut]`` with the spans' text bytes replaced (escape sequences among them kept)."""
         runs = text_runs(body[:u])
         starts = [r[0] for r in runs]
-        merged: list[list[object]] = []
-        for s, e, mark in sorted(spans):
-            if merged and s <= merged[-1][1]:  # type: ignore[operator]
-                merged[-1][1] = max(merged[-1][1], e)  # type: ignore[call-overload]
-            else:
-                merged.append([s, e, mark])
         out = bytearray()
         pos = first
         for s, e, mark in merged:
-            ps, pe = s - b, e - b  # type: ignore[operator]
+            ps, pe = s - b, e - b
             i = bisect_right(starts, ps) - 1
             j = bisect_right(starts, pe - 1) - 1
             rs = runs[i][1] + (ps - runs[i][0])
-            if rs >= raw_cut:
-                break
             re_ = runs[j][1] + (pe - 1 - runs[j][0]) + 1
             out += body[pos:rs]
             if mark:
@@ -274,6 +285,48 @@ class Redactor:
             pos = re_
         out += body[pos:raw_cut]
         return bytes(out)
+
+
+def _merge(spans: list[tuple[int, int, bool]], cut: int) -> list[tuple[int, int, bool]]:
+    """Overlapping spans as one (marked as its first piece), those before ``cut`` only."""
+    merged: list[tuple[int, int, bool]] = []
+    for s, e, mark in sorted(spans):
+        if s >= cut:
+            break
+        if merged and s <= merged[-1][1]:
+            ms, me, mmark = merged[-1]
+            merged[-1] = (ms, max(me, e), mmark)
+        else:
+            merged.append((s, e, mark))
+    return merged
+
+
+def _cut_text(q: bytes, b: int, cut: int, merged: list[tuple[int, int, bool]], moves: list[int]) -> bytes:
+    """The released text ``q[b:cut]`` with spans replaced and a newline per line move.
+
+    A line move inside a secret becomes a newline after its marker, as the clean
+    view of the redacted raw bytes would show it.
+    """
+    out = bytearray()
+    pos = b
+    it = iter(m + b for m in moves if m <= cut - b)
+    nxt = next(it, None)
+    for s, e, mark in merged:
+        while nxt is not None and nxt <= s:
+            out += q[pos:nxt] + b"\n"
+            pos, nxt = nxt, next(it, None)
+        out += q[pos:s]
+        if mark:
+            out += REDACTED
+        while nxt is not None and nxt < e:
+            out += b"\n"
+            nxt = next(it, None)
+        pos = e
+    while nxt is not None:
+        out += q[pos:nxt] + b"\n"
+        pos, nxt = nxt, next(it, None)
+    out += q[pos:cut]
+    return bytes(out)
 
 
 def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..tokens import estimate_tokens_bytes
-from .cleantext import CleanTextFilter
+from .cleantext import LineFolder
 from .redact import Redactor
 
 __all__ = ["Transcript", "follow_clean", "read_clean_tail", "read_tail"]
@@ -86,7 +86,7 @@ class Transcript:
         self.log_path = self.directory / f"{session_id}.log"
         self.text_path = self.directory / f"{session_id}.txt"
         self._redactor = Redactor(env)
-        self._clean = CleanTextFilter()
+        self._fold = LineFolder()
         self._log_fd: int | None = os.open(self.log_path, _OPEN_FLAGS, 0o600)
         try:
             self._txt_fd: int | None = os.open(self.text_path, _OPEN_FLAGS, 0o600)
@@ -104,8 +104,8 @@ class Transcript:
             raise ValueError("transcript is closed")
         if not data:
             return b""
-        out = self._redactor.feed(data)
-        self._emit(out)
+        out, text = self._redactor.feed_text(data)
+        self._emit(out, text)
         return out
 
     @property
@@ -122,8 +122,8 @@ class Transcript:
         """
         if self._log_fd is None:
             return b""
-        out = self._redactor.flush()
-        self._emit(out)
+        out, text = self._redactor.flush_text()
+        self._emit(out, text)
         return out
 
     def close(self) -> None:
@@ -131,8 +131,8 @@ class Transcript:
         if self._log_fd is None:
             return
         try:
-            self._emit(self._redactor.flush())
-            self._emit_text(self._clean.finish().encode("utf-8"))
+            self._emit(*self._redactor.flush_text())
+            self._emit_text(self._fold.finish().encode("utf-8"))
         finally:
             log_fd, txt_fd = self._log_fd, self._txt_fd
             self._log_fd = self._txt_fd = None
@@ -150,13 +150,14 @@ class Transcript:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _emit(self, data: bytes) -> None:
-        if not data:
-            return
-        assert self._log_fd is not None
-        _write_all(self._log_fd, data)
-        self._raw_bytes += len(data)
-        self._emit_text(self._clean.feed_utf8(data))
+    def _emit(self, data: bytes, text: bytes) -> None:
+        """Append released raw bytes to the ``.log`` and their text (from the redactor) to the ``.txt``."""
+        if data:
+            assert self._log_fd is not None
+            _write_all(self._log_fd, data)
+            self._raw_bytes += len(data)
+        if text:
+            self._emit_text(self._fold.feed_utf8(text))
 
     def _emit_text(self, encoded: bytes) -> None:
         """Append valid UTF-8 ``encoded`` to the ``.txt`` file and count its characters."""
