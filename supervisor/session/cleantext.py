@@ -86,8 +86,9 @@ def split_text(data: bytes) -> tuple[bytes, list[int]]:
     """
     if b"\x1b" not in data:
         return data.translate(None, _CTRL_BYTES), []
-    if _CSI_MOVE.search(data) is None:
-        return _ANY_ESC.sub(b"", data).translate(None, _CTRL_BYTES), []
+    stripped = _ESC_SEQ.sub(b"", data)  # everything but line moves (a sequence never holds another)
+    if b"\x1b[" not in stripped:
+        return stripped.translate(None, _CTRL_BYTES), []
     parts = _SPLIT.split(data)  # text, move-or-None, text, ...
     texts = [part.translate(None, _CTRL_BYTES) for part in parts[0::2]]
     moves: list[int] = []

@@ -83,9 +83,10 @@ class Redactor:
             reverse=True,
         )
         self._env_values: tuple[bytes, ...] = tuple(values)
-        # (literal finder, shape, cap, the group that is the secret: "v" or the whole match)
-        self._plan: tuple[tuple[re.Pattern[bytes], Shape, int, int | str], ...] = tuple(
-            (finder, s, max_hold if s.cap == TOKEN_CAP else s.cap, "v" if "v" in s.full.groupindex else 0)
+        # (the literal, or b"" and a pattern to search; shape, cap, the group that is the secret)
+        self._plan: tuple[tuple[bytes, re.Pattern[bytes], Shape, int, int | str], ...] = tuple(
+            (_literal(finder), finder, s, max_hold if s.cap == TOKEN_CAP else s.cap,
+             "v" if "v" in s.full.groupindex else 0)
             for s in SHAPES for finder in s.finders
         )
         self._any_lower = any(s.lower for s in SHAPES)
@@ -199,11 +200,10 @@ class Redactor:
             if end == n and not final:
                 rest = self._rest
         low = q.lower() if self._any_lower else q
-        for finder, shape, cap, value_group in self._plan:
+        for literal, pattern, shape, cap, value_group in self._plan:
             hay = low if shape.lower else q
-            hit = finder.search(hay, start)
-            while hit is not None:
-                pos = hit.start()
+            pos = hay.find(literal, start) if literal else _search(pattern, hay, start)
+            while pos != -1:
                 m = shape.full.match(hay, pos)
                 if m is not None:
                     vs, ve = m.span(value_group)
@@ -217,7 +217,7 @@ class Redactor:
                             holds.append(vs)
                         elif m is not None and m.end() == n and shape.rest is not None:
                             rest = shape.rest  # cut out at its cap; what follows of it goes too
-                hit = finder.search(hay, pos + 1)
+                pos = hay.find(literal, pos + 1) if literal else _search(pattern, hay, pos + 1)
         for value in self._env_values:
             pos = q.find(value, start)
             while pos != -1:
@@ -285,6 +285,17 @@ class Redactor:
             pos = re_
         out += body[pos:raw_cut]
         return bytes(out)
+
+
+def _literal(pattern: re.Pattern[bytes]) -> bytes:
+    """The pattern's text if it is a plain literal (searched with ``bytes.find``, faster), else ``b""``."""
+    literal = pattern.pattern
+    return b"" if any(c in b"\\[](){}|?*+.^$" for c in literal) else literal
+
+
+def _search(pattern: re.Pattern[bytes], text: bytes, pos: int) -> int:
+    m = pattern.search(text, pos)
+    return -1 if m is None else m.start()
 
 
 def _merge(spans: list[tuple[int, int, bool]], cut: int) -> list[tuple[int, int, bool]]:
