@@ -16,9 +16,12 @@ reader sees them at once):
     into ``\\n``, cursor movements to another line turned into ``\\n``, UTF-8
     decoded incrementally with ``errors="replace"``.
 
-Redaction (:class:`Redactor`) happens once, on the raw bytes, before either
-file is written; the clean view is made from the redacted bytes.  The
-redactor matches on the text with escape sequences removed, so a secret
+Redaction (:class:`Redactor`) happens once, before either file is written,
+and each chunk is parsed once: the redactor hands back the bytes it releases
+and their text (with ``[REDACTED]`` in the same places), and the clean view
+only folds carriage returns and decodes that text
+(:class:`~.cleantext.LineFolder`).  The redactor matches on the text with
+escape sequences removed, so a secret
 printed with colour codes or cursor moves inside it is cut out of the raw
 ``.log`` too.  A secret may arrive in pieces, any time apart, so the
 redactor holds back a possible secret prefix until its token ends (the next
