@@ -122,7 +122,7 @@ def test_the_issues_shapes_are_redacted(name: str) -> None:
     b"https://github.com:443/owner/repo", b"password: <your password>", b"secret: ${DB_SECRET}",
     b"-----BEGIN CERTIFICATE-----", b"primary_key=True", b"keyboard: us", b"the secret: it works",
     b"commit 1f0e3dad99908345f7439f8ffabdffc4", b"tokenizer = AutoTokenizer.from_pretrained(name)",
-    b"secret_key = os.environ['SECRET_KEY']", b"password: ********",
+    b"secret_key = os.environ['SECRET_KEY']", b"password: ********", b"token_type: bearer",
 ])
 def test_ordinary_output_is_left_alone(text: bytes) -> None:
     assert Redactor().redact(text + b"\n") == text + b"\n"
@@ -311,6 +311,34 @@ def test_the_clean_view_is_the_clean_text_of_the_raw_view(tmp_path_factory: pyte
     clean = CleanTextFilter()
     assert txt.decode() == clean.feed(log) + clean.finish()
     assert b"[REDACTED]\n" in txt and b"defghij" not in log
+
+
+INSERTS = [b"\x1b[31m", b"\x1b[0m", b"\x1b[1;2H", b"\x1b[3C", b"\x1b[2A", b"\x1b]0;title\x07", b"\x1b7", b"\x08"]
+PLANTED = [SECRETS["anthropic"], SECRETS["github_pat"], SECRETS["aws"], SHAPED["slack"][0][6:], SHAPED["google"][0][4:-2],
+           SHAPED["jwt"][0][4:-3], b"Bearer abcdefghijklmnop123", ENV_SECRETS[0]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(which=st.sampled_from(range(len(PLANTED))), inserts=st.lists(st.tuples(st.integers(1, 60), st.sampled_from(INSERTS)),
+       max_size=3), cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6))
+def test_escapes_anywhere_inside_a_secret_never_let_it_through(which: int, inserts: list[tuple[int, bytes]],
+                                                                cuts: list[int]) -> None:
+    secret = PLANTED[which]
+    raw = secret
+    for at, seq in sorted(((min(at, len(secret) - 1), seq) for at, seq in inserts), reverse=True):
+        raw = raw[:at] + seq + raw[at:]  # positions in the secret itself: never inside another insert
+    stream = b"out: " + raw + b" done\r\n"
+    r = Redactor(ENV)
+    out, prev = [], 0
+    for cut in sorted(c % (len(stream) + 1) for c in cuts) + [len(stream)]:
+        out.append(r.feed(stream[prev:cut]))
+        prev = cut
+    got = b"".join(out) + r.flush()
+    text = project(got)
+    hidden = secret.removeprefix(b"Bearer ")
+    assert b"[REDACTED]" in got
+    for i in range(len(hidden) - 7):
+        assert hidden[i:i + 8] not in text and hidden[i:i + 8] not in got
 
 
 @settings(max_examples=300, deadline=None)

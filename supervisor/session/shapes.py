@@ -133,7 +133,8 @@ _KW_VALUE_PARTIAL = (
     r"(?P<v>\"[^\"\r\n]{0,200}|'[^'\r\n]{0,200}|\\(?:\"[^\"\\\r\n]{0,200}\\?)?"
     r"|" + _BARE_FIRST + _BARE_REST + r"*|)\Z"
 )
-_NOT_VALUES = frozenset({b"true", b"false", b"none", b"null", b"undefined", b"redacted", b"[redacted]", b"example"})
+_NOT_VALUES = frozenset({b"true", b"false", b"none", b"null", b"undefined", b"redacted", b"[redacted]", b"example",
+                         b"bearer", b"required", b"optional", b"string"})
 
 
 def keyword_value_ok(value: bytes) -> bool:
