@@ -1,9 +1,14 @@
-"""Micro-benchmark of :meth:`supervisor.session.transcript.Transcript.write`.
+"""Micro-benchmark of :meth:`supervisor.session.transcript.Transcript.write` and of the redactor.
 
-Run ``python -m bench.transcript_bench [--mb N]``.  Feeds 64 KiB chunks of
+Run ``python -m bench.transcript_bench [--mb N]``.  Feeds chunks of
 realistic agent output (ANSI-coloured lines as the PTY delivers them, with
 ``\\r\\n`` endings, a few OSC titles and cursor moves, some UTF-8) through the
-whole path (redaction, raw ``.log``, clean ``.txt``) and prints MB/s.
+whole path (redaction, raw ``.log``, clean ``.txt``) and prints MB/s: 64 KiB
+chunks (a flood read in one go) and 4 KiB chunks (what one read of a PTY
+usually returns).  Then the redactor alone (:meth:`Redactor.feed`), on the
+same mix and on a *leaky* mix where one line in 40 holds a secret (an
+``sk-`` key, a ``password=``, a URL password, a JWT) so the slow path (match,
+map to raw bytes, cut out) is measured too.
 """
 
 from __future__ import annotations
@@ -13,12 +18,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from supervisor.session.redact import Redactor
 from supervisor.session.transcript import Transcript
 
 CHUNK = 64 * 1024
 
 
-def agent_output(size: int, light: bool = False) -> bytes:
+LEAKS = (
+    "key \x1b[33msk-proj-Q7vB2mX9kL4pT8wR1nZ6yH3jF5dS0aGcE\x1b[0m loaded",
+    "  db_password=Tr0ub4dorQq88x",
+    "  DATABASE_URL=postgres://app:Pa55w0rdS3cr3t@db.internal:5432/app",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+)
+
+
+def agent_output(size: int, light: bool = False, leaky: bool = False) -> bytes:
     """Deterministic ANSI-coloured agent output of at least ``size`` bytes.
 
     The default mix is dense (3-4 escape sequences per line, like a TUI
@@ -47,6 +61,8 @@ def agent_output(size: int, light: bool = False) -> bytes:
             line = f"Export AGENT_HOME=/home/dev/work/project-{i % 13}; export PATH=$AGENT_HOME/bin:$PATH"
         if light and i % 4:
             line = f"    src/module_{i % 97}.py:{i % 400}: checked {i} names, {i % 7} warnings"
+        if leaky and i % 40 == 7:
+            line = LEAKS[(i // 40) % len(LEAKS)]
         raw = line.encode() + b"\r\n"
         lines.append(raw)
         total += len(raw)
@@ -54,29 +70,51 @@ def agent_output(size: int, light: bool = False) -> bytes:
     return b"".join(lines)
 
 
-def run(megabytes: int, light: bool = False) -> float:
-    """Write ``megabytes`` MB through a Transcript; return MB/s."""
+ENV = {"OPENAI_API_KEY": "sk-proj-benchmarkkeyvalue0123456789", "GITHUB_TOKEN": "ghp_bench0123456789abcdef"}
+
+
+def run(megabytes: int, light: bool = False, chunk: int = CHUNK) -> float:
+    """Write ``megabytes`` MB through a Transcript in ``chunk``-byte writes; return MB/s."""
     payload = agent_output(4 * 1024 * 1024, light)
-    chunks = [payload[i:i + CHUNK] for i in range(0, len(payload) - CHUNK, CHUNK)]
+    chunks = [payload[i:i + chunk] for i in range(0, len(payload) - chunk, chunk)]
     target = megabytes * 1024 * 1024
-    env = {"OPENAI_API_KEY": "sk-proj-benchmarkkeyvalue0123456789", "GITHUB_TOKEN": "ghp_bench0123456789abcdef"}
     with tempfile.TemporaryDirectory() as tmp:
-        with Transcript(Path(tmp) / "t", "bench", env) as transcript:
+        with Transcript(Path(tmp) / "t", "bench", ENV) as transcript:
             written = 0
             start = time.perf_counter()
             cpu_start = time.process_time()
             while written < target:
-                for chunk in chunks:
-                    transcript.write(chunk)
-                    written += len(chunk)
+                for piece in chunks:
+                    transcript.write(piece)
+                    written += len(piece)
             transcript.flush()
             elapsed = time.perf_counter() - start
             cpu = time.process_time() - cpu_start
             tokens = transcript.estimated_tokens
     mbps = written / elapsed / 1e6
-    print(f"{'light' if light else 'dense'} ANSI mix: {written / 1e6:.1f} MB in {elapsed:.3f} s: {mbps:.1f} MB/s "
-          f"wall, {written / cpu / 1e6:.1f} MB/s per CPU-second "
-          f"({CHUNK // 1024} KiB chunks, ~{tokens} tokens of clean text)")
+    print(f"transcript, {'light' if light else 'dense'} ANSI mix: {written / 1e6:.1f} MB in {elapsed:.3f} s: "
+          f"{mbps:.1f} MB/s wall, {written / cpu / 1e6:.1f} MB/s per CPU-second "
+          f"({chunk // 1024} KiB chunks, ~{tokens} tokens of clean text)")
+    return mbps
+
+
+def run_redactor(megabytes: int, leaky: bool, chunk: int = CHUNK) -> float:
+    """Feed ``megabytes`` MB through :meth:`Redactor.feed` alone; return MB per CPU-second."""
+    payload = agent_output(4 * 1024 * 1024, leaky=leaky)
+    chunks = [payload[i:i + chunk] for i in range(0, len(payload) - chunk, chunk)]
+    redactor = Redactor(ENV)
+    target = megabytes * 1024 * 1024
+    written = redacted = 0
+    cpu_start = time.process_time()
+    while written < target:
+        for piece in chunks:
+            redacted += redactor.feed(piece).count(b"[REDACTED]")
+            written += len(piece)
+    redactor.flush()
+    cpu = time.process_time() - cpu_start
+    mbps = written / cpu / 1e6
+    print(f"redactor alone, {'leaky' if leaky else 'dense'} mix: {mbps:.1f} MB per CPU-second "
+          f"({chunk // 1024} KiB chunks, {redacted} secrets cut out)")
     return mbps
 
 
@@ -86,6 +124,10 @@ def main() -> None:
     megabytes = parser.parse_args().mb
     run(megabytes)
     run(megabytes, light=True)
+    run(max(1, megabytes // 4), chunk=4096)
+    run_redactor(megabytes, leaky=False)
+    run_redactor(megabytes, leaky=True)
+    run_redactor(max(1, megabytes // 4), leaky=True, chunk=4096)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.tokens import estimate_tokens
-from supervisor.session.cleantext import CleanTextFilter
+from supervisor.session.cleantext import CleanTextFilter, project, text_runs
 from supervisor.session.redact import MAX_HOLD, Redactor, redact_text
+from supervisor.session.shapes import PEM_CAP
 from supervisor.session.transcript import Transcript, follow_clean, read_clean_tail
 
 SECRETS = {
@@ -87,6 +88,112 @@ def test_redact_text_helper_and_structlog_processor() -> None:
     assert out == {"event": "spawn", "argv": "--token=[REDACTED]", "pid": 3}
 
 
+# The issue's shapes: (what is printed, what the redacted line must be).
+SHAPED = {
+    "aws_secret": (b"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                   b"aws_secret_access_key = [REDACTED]"),
+    "aws_json": (b'"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",', b'"SecretAccessKey": [REDACTED],'),
+    "slack": (b"SLACK=xoxb-2417883721-5934823198421-Ws9Tq4Lm2Xv8Kd1Rb6Np3Zc", b"SLACK=[REDACTED]"),
+    "jwt": (b"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U ok",
+            b"jwt [REDACTED] ok"),
+    "pem": (b"-----BEGIN RSA PRIVATE KEY-----\r\nMIIEowIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgwMbRvI0MBZhpF\r\n"
+            b"Proc-Type: 4,ENCRYPTED\r\nq2bW==\r\n-----END RSA PRIVATE KEY-----\r\nnext", b"[REDACTED]\r\nnext"),
+    "url": (b"DATABASE_URL=postgres://app:Pa55w0rd@db.internal:5432/app", b"DATABASE_URL=postgres://app:[REDACTED]@db.internal:5432/app"),
+    "google": (b"key=AIzaSyD4x9Kq2Lm7Vb3Nc8Hd1Js6Fg0Ay5Tz2Wr&x", b"key=[REDACTED]&x"),
+    "password=": (b"mysql --password=hunter2xyz -u root", b"mysql --password=[REDACTED] -u root"),
+    "secret:": (b"client_secret: mZ0q9LrWk2vXy7Pd", b"client_secret: [REDACTED]"),
+    "token=": (b"refresh_token=c0ffeeD00dF00dBeef42;", b"refresh_token=[REDACTED];"),
+    "*_KEY": (b"export STRIPE_KEY='rk_live_abcdef123456'", b"export STRIPE_KEY=[REDACTED]"),
+    "*_CREDENTIALS": (b"GCP_CREDENTIALS=gcpcredblob55aa66", b"GCP_CREDENTIALS=[REDACTED]"),
+    "json": (b'{"password": "p@ss w0rd!"}', b'{"password": [REDACTED]}'),
+    "gitlab": (b"glpat-AbCdEfGhIjKlMnOpQrSt12", b"[REDACTED]"),
+    "aws_session_id": (b"ASIAZ7Q3RTXW5YV2NB4M", b"[REDACTED]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED))
+def test_the_issues_shapes_are_redacted(name: str) -> None:
+    text, expected = SHAPED[name]
+    assert Redactor().redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    b"token = get_token()", b"max_tokens=4096", b"tokens: 123,456", b"PWD=/home/dev/project",
+    b"https://github.com:443/owner/repo", b"password: <your password>", b"secret: ${DB_SECRET}",
+    b"-----BEGIN CERTIFICATE-----", b"primary_key=True", b"keyboard: us", b"the secret: it works",
+    b"commit 1f0e3dad99908345f7439f8ffabdffc4", b"tokenizer = AutoTokenizer.from_pretrained(name)",
+    b"secret_key = os.environ['SECRET_KEY']", b"password: ********", b"token_type: bearer",
+])
+def test_ordinary_output_is_left_alone(text: bytes) -> None:
+    assert Redactor().redact(text + b"\n") == text + b"\n"
+
+
+def test_a_key_split_in_time_is_held_until_its_token_ends_never_by_a_clock() -> None:
+    r = Redactor()
+    assert r.feed(b"key: sk-ant-api03-Xr8Kp2") == b"key: "
+    held = r.pending
+    assert held == len(b"sk-ant-api03-Xr8Kp2")
+    # however long the pause, only more bytes release it: feeding nothing changes nothing
+    assert r.feed(b"") == b"" and r.pending == held
+    assert r.feed(b"Lm9Qw4Tz7Vb1Nc6Hd3Js5Fg0Ay") == b""
+    assert r.feed(b" and on\r\n") == b"[REDACTED] and on\r\n"
+    assert r.pending == 0
+
+
+def test_a_prompt_is_released_once_its_last_token_cannot_start_a_secret() -> None:
+    r = Redactor()
+    assert r.feed(b"done\r\nfake> ") == b"done\r\nfake> "
+    assert r.feed(b"Password: ") == b"Password: "  # the name is kept; only a value would be held
+    assert r.feed(b"hunter2") == b""
+    assert r.feed(b"x\r\n") == b"[REDACTED]\r\n"
+    assert r.feed(b"ok s") == b"ok "  # "s" may begin "sk-": held until the next byte
+    assert r.feed(b"o\r\n") == b"so\r\n"
+
+
+def test_a_prompt_reaches_the_clean_view_at_once(tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "t", "s1", ENV)
+    t.write(b"\x1b[32mworking\x1b[0m\r\nfake> ")
+    assert t.pending == 0
+    assert (tmp_path / "t" / "s1.txt").read_bytes() == b"working\nfake> "
+    t.write(b"ghp_0123456789abc")  # the start of a token: written nowhere yet
+    assert (tmp_path / "t" / "s1.txt").read_bytes() == b"working\nfake> "
+    assert t.write(b"defghijABCDEFGHIJ012345 ") == b"[REDACTED] "
+    t.close()
+    assert (tmp_path / "t" / "s1.txt").read_bytes() == b"working\nfake> [REDACTED] "
+
+
+def test_a_pem_block_is_held_to_its_end_line_and_cut_out_whole() -> None:
+    text, expected = SHAPED["pem"]
+    r = Redactor()
+    out = b""
+    for i in range(0, len(text), 7):
+        out += r.feed(text[i:i + 7])
+        if i > 40 and i + 7 < text.index(b"-----END"):
+            assert b"MIIE" not in out and out == b""
+    assert out + r.flush() == expected
+
+
+def test_a_secret_longer_than_the_cap_is_cut_out_to_its_end() -> None:
+    r = Redactor()
+    key = b"sk-" + b"A1b2C3" * 200  # 1203 characters, more than MAX_HOLD
+    out = b"".join(r.feed(key[i:i + 100]) for i in range(0, len(key), 100)) + r.feed(b" tail\n") + r.flush()
+    assert out == b"[REDACTED] tail\n"
+    assert r.pending == 0
+    body = b"x" * (PEM_CAP + 500)
+    block = b"-----BEGIN PRIVATE KEY-----\n" + body + b"\n-----END PRIVATE KEY-----\nafter\n"
+    r = Redactor()
+    out = b"".join(r.feed(block[i:i + 4096]) for i in range(0, len(block), 4096)) + r.flush()
+    assert out == b"[REDACTED]\nafter\n"
+
+
+def test_a_key_split_by_cursor_moves_is_one_key() -> None:
+    key = b"AIzaSyD4x9Kq2Lm7Vb3Nc8Hd1Js6Fg0Ay5Tz2Wr"
+    for move in (b"\x1b[1A\x1b[1B", b"\x1b[1C\x1b[1D", b"\x1b[12;40H", b"\x1b7\x1b8", b"\x08\x08"):
+        out = Redactor().redact(key[:12] + move + key[12:] + b"\r\n")
+        assert out == b"[REDACTED]" + move.replace(b"\x08", b"") + b"\r\n" or (
+            move == b"\x08\x08" and out == b"[REDACTED]\x08\x08\r\n"), (move, out)
+
+
 ALL_SECRETS = list(SECRETS.values()) + ENV_SECRETS + [b"Bearer abcdefghijklmnop123"]
 
 
@@ -111,12 +218,14 @@ def test_secret_split_at_every_offset_never_reaches_files(tmp_path: Path, secret
         assert log == stream.replace(hidden, b"[REDACTED]")
 
 
-def test_secret_with_escape_codes_inside_is_redacted_in_clean_view(tmp_path: Path) -> None:
+def test_secret_with_escape_codes_inside_is_redacted_in_both_views(tmp_path: Path) -> None:
     key = SECRETS["project"]
     highlighted = b"\x1b[36msk\x1b[0m-\x1b[33m" + key[3:] + b"\x1b[0m\r\n"
     write_all(tmp_path, [highlighted[:9], highlighted[9:]])
-    _, txt = files(tmp_path)
+    log, txt = files(tmp_path)
     assert txt == b"[REDACTED]\n"
+    # the raw view keeps the escape sequences (the terminal state), not a byte of the key
+    assert log == b"\x1b[36m[REDACTED]\x1b[0m\x1b[33m\x1b[0m\r\n"
 
 
 def test_three_way_split_and_hold_is_bounded() -> None:
@@ -160,6 +269,87 @@ def test_raw_log_is_exact_concatenation_without_secrets(tmp_path_factory: pytest
     assert (tmp / "p.log").read_bytes() == data
     assert t.raw_bytes == len(data)
     t.close()
+
+
+STREAM = b"".join([
+    b"\x1b]0;agent: sk-title\x07plain s\r\n", SECRETS["anthropic"], b" \x1b[31mghp_0123456789ab\x1b[0mcdefghijABCDEFGHIJ012345\r\n",
+    SHAPED["pem"][0], b"\r\n", SHAPED["url"][0], b" https://example.com:8080/x\r\n", SHAPED["jwt"][0], b"\r\n",
+    b"Authorization: Bearer abcdefgh12345\r\n", SHAPED["json"][0], b" ", SHAPED["password="][0], b"\r\n",
+    b"v=", ENV_SECRETS[2], b" AKIAIOSFODNN7EXAMPLEX AKIAIOSFODNN7EXAMPLE\r\n", SHAPED["aws_secret"][0], b"\r\nfake> ",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_chunking_never_changes_the_redaction(cuts: list[int]) -> None:
+    """feed() over any split of the stream, then flush(), equals redact() of the whole."""
+    expected = Redactor(ENV).redact(STREAM)
+    r = Redactor(ENV)
+    out, prev = [], 0
+    for cut in sorted(cuts) + [len(STREAM)]:
+        out.append(r.feed(STREAM[prev:cut]))
+        prev = cut
+    out.append(r.flush())
+    assert b"".join(out) == expected
+    assert expected.count(b"[REDACTED]") == 11
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(STREAM) + 60), max_size=10))
+def test_the_clean_view_is_the_clean_text_of_the_raw_view(tmp_path_factory: pytest.TempPathFactory,
+                                                          cuts: list[int]) -> None:
+    """The .txt is what CleanTextFilter makes of the .log, for any chunking (one parse serves both)."""
+    stream = STREAM + b"\x1b[5;1Hsk-proj-abc\x1b[5;12Hdefghijklmnopqrstuvw\x1b[2A\xc3\xa9\r"
+    tmp = tmp_path_factory.mktemp("views")
+    t = Transcript(tmp, "v", ENV)
+    prev = 0
+    for cut in sorted(c % (len(stream) + 1) for c in cuts) + [len(stream)]:
+        t.write(stream[prev:cut])
+        prev = cut
+    t.close()
+    log, txt = (tmp / "v.log").read_bytes(), (tmp / "v.txt").read_bytes()
+    clean = CleanTextFilter()
+    assert txt.decode() == clean.feed(log) + clean.finish()
+    assert b"[REDACTED]\n" in txt and b"defghij" not in log
+
+
+INSERTS = [b"\x1b[31m", b"\x1b[0m", b"\x1b[1;2H", b"\x1b[3C", b"\x1b[2A", b"\x1b]0;title\x07", b"\x1b7", b"\x08"]
+PLANTED = [SECRETS["anthropic"], SECRETS["github_pat"], SECRETS["aws"], SHAPED["slack"][0][6:], SHAPED["google"][0][4:-2],
+           SHAPED["jwt"][0][4:-3], b"Bearer abcdefghijklmnop123", ENV_SECRETS[0]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(which=st.sampled_from(range(len(PLANTED))), inserts=st.lists(st.tuples(st.integers(1, 60), st.sampled_from(INSERTS)),
+       max_size=3), cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6))
+def test_escapes_anywhere_inside_a_secret_never_let_it_through(which: int, inserts: list[tuple[int, bytes]],
+                                                                cuts: list[int]) -> None:
+    secret = PLANTED[which]
+    raw = secret
+    for at, seq in sorted(((min(at, len(secret) - 1), seq) for at, seq in inserts), reverse=True):
+        raw = raw[:at] + seq + raw[at:]  # positions in the secret itself: never inside another insert
+    stream = b"out: " + raw + b" done\r\n"
+    r = Redactor(ENV)
+    out, prev = [], 0
+    for cut in sorted(c % (len(stream) + 1) for c in cuts) + [len(stream)]:
+        out.append(r.feed(stream[prev:cut]))
+        prev = cut
+    got = b"".join(out) + r.flush()
+    text = project(got)
+    hidden = secret.removeprefix(b"Bearer ")
+    assert b"[REDACTED]" in got
+    for i in range(len(hidden) - 7):
+        assert hidden[i:i + 8] not in text and hidden[i:i + 8] not in got
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300) | st.lists(st.sampled_from(
+    [b"\x1b[", b"\x1b]0;t", b"\x07", b"\x1b\\", b"31m", b"2;3H", b"ab", b"\r\n", b"\x1bP", b"\x08", b"\x1b"]),
+    max_size=40).map(b"".join))
+def test_text_runs_map_the_matching_text_to_raw_bytes(data: bytes) -> None:
+    text = project(data)
+    runs = text_runs(data)
+    assert b"".join(data[raw:raw + n] for _, raw, n in runs) == text
+    assert [t for t, _, _ in runs] == [sum(n for _, _, n in runs[:i]) for i in range(len(runs))]
 
 
 @settings(max_examples=200, deadline=None)

@@ -201,17 +201,26 @@ class _Relay:
                         return code
 
 
-def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+RAW_WARNING = ("warning: --raw shows the agent's output unredacted: secrets it prints "
+               "(keys, tokens, passwords) appear on this terminal and in its scrollback")
+
+
+def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0, stdout_fd: int = 1,
+               raw: bool = False) -> int:
     """The CLI half.  Returns 0 when the person detached, 3 when the unit's session
     ended with no successor, 1 when the daemon dropped or lost the connection.
-    Raises :class:`AttachError` when attaching fails (before raw mode)."""
+    Raises :class:`AttachError` when attaching fails (before raw mode).
+
+    The viewer gets the redacted stream unless ``raw`` (the caller warns)."""
     size = terminal_size(stdout_fd, stdin_fd)
     request: dict[str, Any] = {"unit": unit, "read_only": read_only}
+    if raw:
+        request["raw"] = True  # sent only when asked, so older daemons keep working without it
     if size is not None:
         request["rows"], request["cols"] = size
     sock, info = _connect(socket_path, request)
     relay = _Relay(sock, unit, read_only, stdin_fd, stdout_fd)
-    mode = "read-only, " if read_only else ""
+    mode = ("read-only, " if read_only else "") + ("RAW: unredacted, " if raw else "")
     try:
         with raw_terminal(stdin_fd), winch_pipe() as winch:
             relay.say(f"attached to {unit} session {info.get('session')} (pid {info.get('pid')}; {mode}detach with {DETACH_KEY_NAME})")
@@ -224,4 +233,4 @@ def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0,
         sock.close()
 
 
-__all__ = ["AttachError", "run_attach"]
+__all__ = ["RAW_WARNING", "AttachError", "run_attach"]

@@ -150,19 +150,25 @@ def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
 @click.command()
 @click.argument("unit")
 @click.option("--read-only", is_flag=True, help="watch only: typed keys are not sent (Ctrl-] still detaches)")
+@click.option("--raw", is_flag=True, help="the unredacted stream: secrets the agent prints are shown (warns)")
 @pass_app
-def attach(app: AppContext, unit: str, read_only: bool) -> None:
+def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
     """Relay UNIT's live session to this terminal; detach with Ctrl-] (0x1d).
 
-    The daemon keeps recording the transcript.  When the session ends or is
+    The stream is redacted like the transcript: secrets the agent prints show
+    as [REDACTED], and a possible secret appears once its token has ended.
+    --raw shows the bytes as the agent wrote them, after a warning.  The
+    daemon keeps recording the transcript.  When the session ends or is
     replaced, the next one is followed if it starts within a few seconds.
     Exit code: 0 after detaching, 3 when the session ended with no successor,
     1 on errors.
     """
-    from .attach import AttachError, run_attach
+    from .attach import RAW_WARNING, AttachError, run_attach
 
+    if raw:
+        click.echo(RAW_WARNING, err=True)
     try:
-        code = run_attach(app.settings.socket_path, unit, read_only)
+        code = run_attach(app.settings.socket_path, unit, read_only, raw=raw)
     except AttachError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)

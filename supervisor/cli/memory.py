@@ -74,17 +74,25 @@ def register(group: click.Group) -> None:
 
 @click.command()
 def init() -> None:
-    """Create the .agent/ memory store (idempotent; never overwrites a file)."""
+    """Create the .agent/ memory store (idempotent; never overwrites a file).
+
+    Also adds agentd's state directory (.agentd/) to .gitignore: it holds
+    transcripts and logs, which must never be committed.  .agent/ stays tracked.
+    """
     from ..memory import AgentPaths, init_store
+    from ..memory.scaffold import ignore_state_dir
 
     root = _root()
     with _errors():
         created = init_store(root)
+        ignored = ignore_state_dir(root, _settings().state_path)
     paths = AgentPaths(root)
     if not created:
         click.echo(f"{paths.rel(paths.dir)}: already complete, nothing created")
     for path in created:
         click.echo(f"created {paths.rel(path)}")
+    if ignored is not None:
+        click.echo(f"added {ignored} to .gitignore")
 
 
 @click.command()

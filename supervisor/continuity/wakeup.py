@@ -19,6 +19,11 @@ over budget, one item is removed from the least important section that still
 has items, in :data:`TRIM_ORDER`; the constraints are never trimmed.  Every
 trimmed section says how much went and the exact command that gets it back.
 
+Secrets: the rendered text is redacted
+(:func:`~supervisor.session.redact.redact_text`; with the unit's secret
+environment values in :func:`unit_wakeup`), whatever an agent wrote into
+``.agent/``: the briefing is typed into the model.
+
 Determinism: the text depends only on the files (no clock, no randomness,
 sorted listings), so the same inputs give byte-identical output.  Decision
 logs are read from their tails, so the cost stays flat as the logs grow.
@@ -30,7 +35,7 @@ import re
 import shlex
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +44,7 @@ from ..memory.decisions import Entry
 from ..memory.gitfiles import list_files, matches
 from ..memory.store import AgentPaths, read_text, validate_module
 from ..memory.task import read_task
+from ..session.redact import redact_text
 from ..tokens import estimate_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -326,6 +332,9 @@ def build_wakeup(
         warn_sec.items = list(warnings)
         text = _render(header, sections)
         tokens = estimate_tokens(text)
+    redacted = redact_text(text)
+    if redacted != text:
+        text, tokens = redacted, estimate_tokens(redacted)
     trimmed = tuple(f"{s.key}: {s.trimmed} item(s); get them with: {s.restore}" for s in sections if s.trimmed)
     return Wakeup(text=text, tokens=tokens, budget=budget, trimmed=trimmed, warnings=tuple(warnings))
 
@@ -376,7 +385,13 @@ def unit_wakeup(spec: UnitSpec, root: Path) -> Wakeup:
     prints exactly this, so "it prints what the agent gets" holds by
     construction.  Blocking (reads files, may run the command).
     """
+    env = spec.agent.env
     if spec.wakeup.command:
-        text = run_wakeup_command(root, list(spec.wakeup.command))
+        text = redact_text(run_wakeup_command(root, list(spec.wakeup.command)), env)
         return Wakeup(text, estimate_tokens(text), spec.wakeup.budget, source=" ".join(spec.wakeup.command))
-    return build_wakeup(root, spec.module, list(spec.scope.paths), spec.wakeup.budget)
+    wake = build_wakeup(root, spec.module, list(spec.scope.paths), spec.wakeup.budget)
+    if env:
+        text = redact_text(wake.text, env)
+        if text != wake.text:
+            wake = replace(wake, text=text, tokens=estimate_tokens(text))
+    return wake

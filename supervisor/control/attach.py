@@ -9,12 +9,13 @@ Connection
 The client opens the control socket and sends one ordinary framed JSON request
 (see :mod:`supervisor.control.server`)::
 
-    {"cmd": "attach", "args": {"unit": NAME, "read_only": BOOL, "rows": R, "cols": C}}
+    {"cmd": "attach", "args": {"unit": NAME, "read_only": BOOL, "rows": R, "cols": C, "raw": true}}
 
-``rows``/``cols`` are optional (absent when the client has no terminal).  The
+``rows``/``cols`` are optional (absent when the client has no terminal).
+``raw`` is sent only by ``agentd attach --raw`` (see "What a viewer sees").  The
 daemon answers in the same framing, ``{"ok": false, "error": ...}`` (and closes)
 or ``{"ok": true, "result": INFO}`` with ``INFO = {"unit", "session", "pid",
-"rows", "cols", "read_only", "detach_key"}``.  From then on both sides speak
+"rows", "cols", "read_only", "raw", "detach_key"}``.  From then on both sides speak
 the binary stream protocol below until either closes the connection.
 
 Stream protocol
@@ -23,10 +24,11 @@ Every frame is a 1-byte type, a 4-byte big-endian payload length, and the
 payload (at most :data:`MAX_FRAME` bytes)::
 
     daemon -> viewer
-      b"o"  OUTPUT   raw bytes the agent wrote to its terminal.  The first
-                     OUTPUT of each session is the recent screen context: the
-                     last ~4 KiB of the session's raw transcript (``.log``, so
-                     already redacted), cut at a line start.
+      b"o"  OUTPUT   the bytes the agent wrote to its terminal, redacted (see
+                     below).  The first OUTPUT of each session is the recent
+                     screen context: the last ~4 KiB of the session's raw
+                     transcript (``.log``, so already redacted), cut at a line
+                     start.
       b"s"  SESSION  JSON INFO of a *new* session the viewer now follows
                      (after the previous one ended or was replaced).
       b"e"  ENDED    JSON {"reason": str}: the followed session ended or was
@@ -43,6 +45,16 @@ payload (at most :data:`MAX_FRAME` bytes)::
 
 Closing the socket is the same as DETACH.  The daemon keeps writing the
 transcript as always: a viewer only adds a listener to the session.
+
+What a viewer sees
+------------------
+By default the *redacted* stream: exactly the bytes the transcript appends to
+the ``.log`` (the session's output listener,
+:meth:`~supervisor.session.pty.Session.add_output_listener`), so a secret
+the agent prints reaches the viewer as ``[REDACTED]``, and a possible secret
+prefix only once its token has ended.  With ``raw`` the viewer gets the bytes
+as read from the PTY (the session's raw listener), at once and unredacted;
+the client prints a warning and the daemon logs ``attach_raw``.
 
 Back-pressure: output for one viewer goes through a bounded outbox drained by
 one task with ``writer.drain()``.  If a viewer falls more than
@@ -104,6 +116,8 @@ class AttachSession(Protocol):
 
     def add_listener(self, callback: Any) -> None: ...
     def remove_listener(self, callback: Any) -> None: ...
+    def add_output_listener(self, callback: Any) -> None: ...
+    def remove_output_listener(self, callback: Any) -> None: ...
     def send(self, data: bytes) -> None: ...
     def resize(self, rows: int, cols: int) -> None: ...
 
@@ -137,6 +151,7 @@ class AttachRequest:
     read_only: bool
     rows: int | None
     cols: int | None
+    raw: bool = False
 
     @classmethod
     def parse(cls, args: dict[str, Any]) -> AttachRequest:
@@ -149,10 +164,13 @@ class AttachRequest:
                 raise ValueError("attach: rows and cols must be integers from 1 to 65535")
         if (rows is None) != (cols is None):
             raise ValueError("attach: give both rows and cols, or neither")
-        return cls(unit, bool(args.get("read_only", False)), rows, cols)
+        raw = args.get("raw", False)
+        if not isinstance(raw, bool):
+            raise ValueError("attach: raw must be true or false")
+        return cls(unit, bool(args.get("read_only", False)), rows, cols, raw)
 
 
-def session_info(session: AttachSession, read_only: bool) -> dict[str, Any]:
+def session_info(session: AttachSession, read_only: bool, raw: bool = False) -> dict[str, Any]:
     return {
         "unit": session.unit,
         "session": session.session_id,
@@ -160,6 +178,7 @@ def session_info(session: AttachSession, read_only: bool) -> dict[str, Any]:
         "rows": session.rows,
         "cols": session.cols,
         "read_only": read_only,
+        "raw": raw,
         "detach_key": DETACH_KEY_NAME,
     }
 
@@ -302,11 +321,17 @@ class _Viewer:
         context = recent_context(session.transcript.log_path)  # type: ignore[attr-defined]
         if context:
             self.outbox.put(frame(OUTPUT, context))
-        session.add_listener(self.on_output)
+        if self.request.raw:
+            session.add_listener(self.on_output)
+        else:
+            session.add_output_listener(self.on_output)
 
     def unfollow(self) -> None:
         if self.session is not None:
-            self.session.remove_listener(self.on_output)
+            if self.request.raw:
+                self.session.remove_listener(self.on_output)
+            else:
+                self.session.remove_output_listener(self.on_output)
 
     def ended(self, session: AttachSession) -> str | None:
         """Why ``session`` is no longer the one to follow, or None while it is."""
@@ -367,7 +392,7 @@ class _Viewer:
                     await _finish(pump)
                     return "no new session"
                 session = following
-                self.outbox.put(json_frame(SESSION, session_info(session, self.request.read_only)))
+                self.outbox.put(json_frame(SESSION, session_info(session, self.request.read_only, self.request.raw)))
             if self.outbox.overflowed:
                 log.warning("viewer_dropped", unit=self.request.unit, limit=MAX_BEHIND, read_only=self.request.read_only)
                 pump.cancel()
@@ -412,7 +437,10 @@ async def serve_attach(target: AttachTarget, args: dict[str, Any], reader: async
     try:
         # logged before the reply: whoever sees the viewer attached finds it in the log too
         log.info("attached", unit=request.unit, session=session.session_id, read_only=request.read_only, viewers=count)
-        await _reply(writer, {"ok": True, "result": session_info(session, request.read_only)})
+        if request.raw:
+            log.warning("attach_raw", unit=request.unit, session=session.session_id,
+                        note="the viewer sees the unredacted stream")
+        await _reply(writer, {"ok": True, "result": session_info(session, request.read_only, request.raw)})
         reason = await viewer.run(session, reader)
     finally:
         count = target.viewer_attached(request.unit, -1)

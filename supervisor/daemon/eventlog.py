@@ -1,7 +1,11 @@
 """structlog set-up: every daemon event as a JSON line in the state directory.
 
 In the foreground with ``log_format = "console"`` the same events are also
-printed, pretty, to stderr.  Secrets are redacted from every line.
+printed, pretty, to stderr.  Secrets are redacted
+(:func:`~supervisor.session.redact.redact_text`, every shape of
+:mod:`supervisor.session.shapes`): each string value before the event is
+encoded (JSON escaping would split a multi-line key block or a key with escape
+codes inside), then the whole line.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class _Tee:
         self._pretty = structlog.dev.ConsoleRenderer(colors=bool(console and console.isatty()))
 
     def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> str:
+        event = {key: _redacted(value) for key, value in event.items()}
         if self._fd >= 0:
             line = redact_text(json.dumps(event, default=str, separators=(",", ":"))) + "\n"
             os.write(self._fd, line.encode())
@@ -39,6 +44,16 @@ class _Tee:
             self._console.write(text + "\n")
             self._console.flush()
         raise structlog.DropEvent
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def configure(path: Path | None, level: str = "info", console: bool = False) -> None:

@@ -5,16 +5,20 @@
   the value before and after to see whether the agent wrote anything.
 * :func:`write_auto_checkpoint` — when the agent did not confirm, record that
   fact in the engram (an ``[auto]`` line) and write ``recent-summary.md`` from
-  the transcript tail, atomically.
+  the transcript tail, atomically.  Both are redacted
+  (:func:`~supervisor.session.redact.redact_text`): ``.agent/`` is committed
+  and typed into the next session, so no secret may reach it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from ..session.redact import redact_text
 from .engram import append_note
 from .store import AgentPaths, atomic_write, format_time, validate_module
 
@@ -57,12 +61,16 @@ def write_auto_checkpoint(
     transcript_tail: str,
     *,
     now: datetime | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Note in the engram that the agent did not confirm, and write recent-summary.md."""
+    """Note in the engram that the agent did not confirm, and write recent-summary.md.
+
+    ``env`` (the unit's environment) adds its secret values to what is redacted.
+    """
     paths = AgentPaths(Path(root))
     module = validate_module(module)
     now = now or datetime.now()
-    reason = " ".join(reason.split()) or "no reason given"
+    reason = redact_text(" ".join(reason.split()), env) or "no reason given"
     append_note(
         paths.root,
         f"agent did not confirm the checkpoint ({reason}); module {module or 'global'}; "
@@ -70,7 +78,8 @@ def write_auto_checkpoint(
         "auto",
         now=now,
     )
-    tail = transcript_tail[-SUMMARY_MAX_CHARS:].strip("\n")
+    # Redact before cutting: a cut through a secret would leave a piece no pattern knows.
+    tail = redact_text(transcript_tail, env)[-SUMMARY_MAX_CHARS:].strip("\n")
     text = (
         "# Recent summary\n\n"
         f"Written automatically at {format_time(now)} for module {module or 'global'}: "

@@ -1,11 +1,16 @@
-"""``agentd init``: create the ``.agent/`` layout, idempotently, never overwriting."""
+"""``agentd init``: create the ``.agent/`` layout, idempotently, never overwriting.
+
+:func:`ignore_state_dir` adds agentd's state directory (``.agentd/``:
+transcripts, logs, the socket) to the project's ``.gitignore``, so it is never
+committed; ``.agent/`` (the memory) stays tracked.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .engram import ENGRAM_HEADER
-from .store import AgentPaths, read_state, store_lock, write_if_missing, write_state
+from .store import AgentPaths, atomic_write, read_state, store_lock, write_if_missing, write_state
 from .task import TASK_TEMPLATE
 
 CONSTRAINTS_TEMPLATE = (
@@ -49,3 +54,34 @@ def init_store(root: Path) -> list[Path]:
             write_state(paths, read_state(paths))
             created.append(paths.state)
     return created
+
+
+GITIGNORE_COMMENT = "# agentd's state (transcripts, logs, socket): never commit it; .agent/ stays tracked"
+
+
+def ignore_state_dir(root: Path, state_dir: Path) -> str | None:
+    """Add ``state_dir`` (when inside ``root``) to ``root/.gitignore``; the entry added, if any.
+
+    Idempotent: an entry already there (``.agentd``, ``.agentd/``, ``/.agentd/``)
+    is left alone, as is a state directory outside the project.
+    """
+    root = Path(root)
+    try:
+        rel = Path(state_dir).resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    if not rel.parts:
+        return None
+    entry = "/" + rel.as_posix() + "/"
+    path = root / ".gitignore"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    wanted = {entry, entry.rstrip("/"), entry.lstrip("/"), entry.strip("/")}
+    if any(line.strip() in wanted for line in text.splitlines()):
+        return None
+    if text and not text.endswith("\n"):
+        text += "\n"
+    atomic_write(path, text + GITIGNORE_COMMENT + "\n" + entry + "\n")
+    return entry

@@ -10,6 +10,12 @@ non-blocking mode, registered with the event loop, and read with ``os.read`` in
 reports the end of a PTY as ``EIO``; that is treated as end of file, and the
 remaining bytes are drained before the session is closed, so the last output
 before an exit is never lost.
+
+Two kinds of listeners see the output.  *Raw* listeners
+(:meth:`Session.add_listener`: the screen, turn detection) get every chunk at
+once, as read.  *Output* listeners (:meth:`Session.add_output_listener`:
+attached viewers) get what the transcript wrote, redacted: a possible secret
+prefix reaches them only once its token has ended, however long that takes.
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree
 from .transcript import Transcript
 
 READ_SIZE = 65536
-QUIET_FLUSH = 0.1  # seconds of PTY silence after which held-back bytes are written
 #: While an agent streams slowly, its PTY is read at most once per this many
 #: seconds (the first output after a quiet spell is read at once): dozens of
 #: agents printing small bursts then cost one wakeup per agent per interval
@@ -101,7 +106,7 @@ class Session:
         self._outbuf = bytearray()
         self._writer_registered = False
         self._listeners: list[Callable[[bytes], None]] = []
-        self._flush_timer: asyncio.TimerHandle | None = None
+        self._output_listeners: list[Callable[[bytes], None]] = []
         self._resume_timer: asyncio.TimerHandle | None = None  # reading paused to coalesce small bursts
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
 
@@ -144,12 +149,25 @@ class Session:
             loop.add_reader(self._fd, self._on_readable)
 
     def add_listener(self, callback: Callable[[bytes], None]) -> None:
-        """``callback(raw_bytes)`` for every chunk read (after transcript write)."""
+        """``callback(raw_bytes)`` for every chunk read, at once and unredacted (screen, turn detection)."""
         self._listeners.append(callback)
 
     def remove_listener(self, callback: Callable[[bytes], None]) -> None:
         if callback in self._listeners:
             self._listeners.remove(callback)
+
+    def add_output_listener(self, callback: Callable[[bytes], None]) -> None:
+        """``callback(redacted_bytes)`` for what the transcript appends to the ``.log`` (attached viewers)."""
+        self._output_listeners.append(callback)
+
+    def remove_output_listener(self, callback: Callable[[bytes], None]) -> None:
+        if callback in self._output_listeners:
+            self._output_listeners.remove(callback)
+
+    def _output(self, data: bytes) -> None:
+        if data:
+            for listener in list(self._output_listeners):
+                listener(data)
 
     # -- output -----------------------------------------------------------------
     def _on_readable(self) -> None:
@@ -196,7 +214,9 @@ class Session:
                 return -1
             count += 1
             got += len(data)
-            transcript.write(data)
+            released = transcript.write(data)
+            if released and self._output_listeners:
+                self._output(released)
             listeners = self._listeners
             if len(listeners) == 1:
                 listeners[0](data)
@@ -205,20 +225,7 @@ class Session:
                     listener(data)
         if got:
             self.last_output_at = time.monotonic()
-            if self._flush_timer is None and self._loop is not None:
-                # The redactor may hold back a tail that could start a secret;
-                # once the PTY has been quiet for a moment, write it out.
-                self._flush_timer = self._loop.call_later(QUIET_FLUSH, self._quiet_flush)
         return got
-
-    def _quiet_flush(self) -> None:
-        self._flush_timer = None
-        if not self.transcript.closed:
-            quiet = time.monotonic() - self.last_output_at
-            if quiet >= QUIET_FLUSH:
-                self.transcript.flush()
-            elif self._loop is not None:
-                self._flush_timer = self._loop.call_later(QUIET_FLUSH - quiet, self._quiet_flush)
 
     def _on_eof(self) -> None:
         if self.eof:
@@ -226,13 +233,17 @@ class Session:
         self.eof = True
         if self._loop is not None and self._fd >= 0:
             self._loop.remove_reader(self._fd)
-        self.transcript.flush()
+        self._output(self.transcript.flush())  # the stream has ended: nothing more can follow
 
     def drain(self) -> None:
-        """Read everything still buffered in the PTY (called when the process has exited)."""
+        """Read everything still buffered in the PTY (called when the process has exited).
+
+        What the redactor holds back stays held while the PTY is open (a
+        grandchild may still be printing the rest of a secret); it is written
+        at the end of the PTY or by :meth:`close`.
+        """
         if self._fd >= 0 and not self.eof:
             self._read_available(limit=None)
-        self.transcript.flush()
 
     # -- input ------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -330,9 +341,6 @@ class Session:
 
     def close(self) -> None:
         """Drain, stop reading, close the master and the transcript (idempotent)."""
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
         if self._resume_timer is not None:
             self._resume_timer.cancel()
             self._resume_timer = None
@@ -356,6 +364,7 @@ class Session:
                 self._child.closed = True
             else:
                 os.close(fd)
+        self._output(self.transcript.flush())
         self.transcript.close()
 
     def record(self) -> dict[str, object]:

@@ -1,76 +1,74 @@
-"""Secret redaction for agent output: streaming (chunks of a PTY) and whole strings.
+"""Secret redaction for agent output: streaming (a PTY's chunks) and whole strings.
 
-A secret may be split across two chunks, so :meth:`Redactor.feed` holds back
-a bounded tail (at most :data:`MAX_HOLD` bytes) *only* when that tail could be
-the start of a secret; :meth:`Redactor.flush` releases it.  Everything on the
-hot path works on whole chunks with compiled bytes regexes; cheap literal
-pre-checks skip chunks that cannot hold a secret.
+What is matched is the stream's *matching text* (:func:`~.cleantext.project`:
+escape sequences, cursor movements included, and control bytes removed), so a
+key printed with colour codes or cursor moves inside it is still one key.  The
+secret's text bytes are cut out of the raw bytes and replaced by
+``[REDACTED]``; escape sequences among them are kept, so the terminal's state
+(colours, cursor) stays what the agent made it.  The shapes are
+:data:`~.shapes.SHAPES` (their sources are named there) plus the exact values
+of the unit's secret environment variables.
+
+Holding back
+------------
+A secret may arrive in pieces, any time apart.  :meth:`Redactor.feed` holds
+back the possible start of a secret until its token ends: the next byte that
+cannot be part of it, or the shape's size cap (past the cap the secret is cut
+out anyway, and what follows of it too).  Nothing is ever released because
+time passed.  The parts of a pattern that are kept (``password=``,
+``Bearer ``, ``https://user:``) are not held: the redactor remembers the last
+:data:`CONTEXT` bytes of text it released, so a value arriving later is still
+recognised.  So for any split of a stream, ``feed(a) + feed(b) + flush()``
+equals ``redact(a + b)`` (unless a cap was reached); :meth:`~Redactor.flush`
+is for the end of the stream.
+
+Speed: a chunk is projected once (a regex substitution and a
+``bytes.translate``), then each shape's literal is searched once
+(:data:`~.shapes.SHAPES` anchors every pattern at a literal); the full
+patterns run only where a literal was found, and the raw bytes are mapped to
+the text (:func:`~.cleantext.text_runs`) only where a secret was.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+from bisect import bisect_right
 from collections.abc import Mapping
+
+from .cleantext import sequence_end, split_text, text_runs, unfinished_escape, with_newlines
+from .shapes import SHAPES, TOKEN_CAP, Shape
 
 #: Replacement written in place of every secret.
 REDACTED = b"[REDACTED]"
-#: Upper bound of bytes the redactor holds back between two writes.
-MAX_HOLD = 256
+#: Default upper bound of a held-back token (a PEM block may be held up to :data:`~.shapes.PEM_CAP`).
+MAX_HOLD = TOKEN_CAP
+#: Bytes of released text remembered, so a value after a kept name is still recognised.
+CONTEXT = 256
+#: A kept part (a name, its quotes and separator) is at most this long.
+SCAN_BACK = 128
 #: Environment values shorter than this are not treated as secrets.
 MIN_ENV_SECRET_LEN = 8
 #: Suffixes (and exact names) of environment variables whose values are secrets.
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_KEY", "_CREDENTIALS")
 SECRET_ENV_NAMES = frozenset({"API_KEY"})
 
-# --------------------------------------------------------------------------
-# Redaction
-# --------------------------------------------------------------------------
 
-# Each pattern is written so that the regex engine can skip quickly to a
-# literal first byte; word boundaries are expressed as look-behinds placed
-# *after* the first literal so that the literal-prefix scan still applies.
-_KEY_CHARS = rb"[A-Za-z0-9_\-]"
-_SK = rb"sk-(?<![A-Za-z0-9_\-]sk-)" + _KEY_CHARS + rb"{20,}"
-_GH = rb"(?:gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{20,}|github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{20,})"
-_AWS = rb"(?:AKIA|ASIA)(?<![A-Za-z0-9](?:AKIA|ASIA))[0-9A-Z]{16}(?![0-9A-Z])"
-_BEARER = rb"(?P<bearer>[Bb]earer|BEARER)(?<![A-Za-z0-9_][Bb]earer)(?<![A-Za-z0-9_]BEARER)(?P<sp>[ \t]+)[A-Za-z0-9._~+/=\-]{8,}"
-
-# "Could this tail be the start of a secret?" patterns, anchored at the end of
-# a short tail.  Each matches every proper prefix of its secret pattern and any
-# complete match that could still grow with the next chunk.
-_SK_PARTIAL = rb"(?<![A-Za-z0-9_\-])(?:s|sk|sk-[A-Za-z0-9_\-]*)\Z"
-_GH_PARTIAL = (
-    rb"(?<![A-Za-z0-9_])(?:g|gh|gh[pousr]|gh[pousr]_[A-Za-z0-9]*"
-    rb"|gi|git|gith|githu|github|github_|github_p|github_pa|github_pat|github_pat_[A-Za-z0-9_]*)\Z"
-)
-_AWS_PARTIAL = rb"(?<![A-Za-z0-9])(?:A|AK|AKI|AS|ASI|(?:AKIA|ASIA)[0-9A-Z]{0,16})\Z"
-_BEARER_PARTIAL = (
-    rb"(?<![A-Za-z0-9_])(?:[Bb]|[Bb]e|[Bb]ea|[Bb]ear|[Bb]eare|BE|BEA|BEAR|BEARE"
-    rb"|(?:[Bb]earer|BEARER)(?:[ \t]+[A-Za-z0-9._~+/=\-]*)?)\Z"
-)
-
-# The bytes a partial match can consist of: the key characters of every
-# pattern, and for a "Bearer" token also the blanks and token punctuation.
-_PARTIAL_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-_PARTIAL_CHARS_BEARER = _PARTIAL_CHARS + b" \t._~+/="
-
-
-def _is_secret_env_name(name: str) -> bool:
+def is_secret_env_name(name: str) -> bool:
+    """Whether the value of environment variable ``name`` is treated as a secret."""
     upper = name.upper()
     return upper in SECRET_ENV_NAMES or upper.endswith(SECRET_ENV_SUFFIXES)
 
 
 class Redactor:
-    """Streaming secret redactor for a PTY byte stream.
+    """Streaming secret redactor for a terminal byte stream.
 
-    ``env`` is the unit's environment; the exact values of variables named
-    ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD`` or ``API_KEY``
-    (values of at least 8 characters) are redacted in addition to the built-in
-    patterns (``sk-…``, ``Bearer …``, GitHub ``ghp_``/``gho_``/``github_pat_``
-    tokens, AWS ``AKIA…`` key ids).
+    ``env`` is the unit's environment: the exact values (8 characters or more)
+    of variables for which :func:`is_secret_env_name` holds are redacted too.
+    ``max_hold`` is the cap of a held token (PEM blocks have their own).
 
-    Use :meth:`feed` for stream chunks, :meth:`flush` to release the held tail,
-    :meth:`redact` / :meth:`redact_text` for complete, self-contained data.
+    :meth:`feed` a stream chunk by chunk and :meth:`flush` at its end;
+    :meth:`redact` / :meth:`redact_text` complete, self-contained data.
     """
 
     def __init__(self, env: Mapping[str, str] | None = None, *, max_hold: int = MAX_HOLD) -> None:
@@ -79,38 +77,46 @@ class Redactor:
             {
                 v.encode("utf-8", "surrogateescape")
                 for k, v in (env or {}).items()
-                if _is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET_LEN
+                if is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET_LEN
             },
             key=len,
             reverse=True,
         )
         self._env_values: tuple[bytes, ...] = tuple(values)
-        alternatives = [_SK, _GH, _AWS, _BEARER]
-        if values:
-            alternatives.insert(0, b"(?:" + b"|".join(re.escape(v) for v in values) + b")")
-        self._full = re.compile(b"|".join(alternatives))
-        self._partial = re.compile(b"|".join([_SK_PARTIAL, _GH_PARTIAL, _AWS_PARTIAL, _BEARER_PARTIAL]))
-        # Cheap pre-checks (literal-prefix searches run at ~1 GB/s): if none
-        # hits, no pattern can match and the chunk is passed through as is.
-        builtin = tuple(re.compile(t).search for t in
-                        (rb"sk-", rb"gh[pousr]_", rb"github_pat_", rb"A[KS]IA", rb"earer", rb"EARER"))
-        # A value containing a built-in trigger (an sk-... key) needs no trigger of its own.
-        own = [re.compile(re.escape(v)).search for v in values if not any(b(v) for b in builtin)]
-        self._triggers = builtin + tuple(own)
-        self._carry = b""
+        # (the literal, or b"" and a pattern to search; shape, cap, the group that is the secret)
+        self._plan: tuple[tuple[bytes, re.Pattern[bytes], Shape, int, int | str], ...] = tuple(
+            (_literal(finder), finder, s, max_hold if s.cap == TOKEN_CAP else s.cap,
+             "v" if "v" in s.full.groupindex else 0)
+            for s in SHAPES for finder in s.finders
+        )
+        self._any_lower = any(s.lower for s in SHAPES)
+        # Unfinished beginnings of literals (``s`` and ``sk`` of ``sk-``): prefix -> bytes that may not precede it.
+        prefixes: dict[bytes, bytes] = {}
+        for shape in SHAPES:
+            for lit in shape.hold:
+                for i in range(1, len(lit)):
+                    prefixes.setdefault(lit[:i], shape.after)
+        self._prefixes = prefixes
+        self._prefix_max = max((len(p) for p in prefixes), default=0)
+        self._prefix_last = frozenset(p[-1] for p in prefixes)
+        self._held = b""  # raw bytes not released yet (they start with a text byte)
+        self._esc = b""  # an unfinished escape sequence already released (needed to parse what follows)
+        self._ctx = b""  # the last CONTEXT bytes of released text
+        self._rest: re.Pattern[bytes] | None = None  # a secret cut at its cap goes on
 
     # -- complete data ---------------------------------------------------
     def redact(self, data: bytes) -> bytes:
-        """Redact every secret in ``data`` (treated as complete, nothing held)."""
-        if not self._may_contain_secret(data):
-            return data
-        return self._full.sub(self._replace, data)
+        """Redact every secret in ``data`` (complete: nothing is held; the stream state is untouched)."""
+        fresh = copy.copy(self)
+        fresh._held = fresh._esc = fresh._ctx = b""
+        fresh._rest = None
+        return fresh._run(bytes(data), final=True)[0]
 
     def redact_text(self, text: str) -> str:
-        """Redact a complete string (log lines, structlog event values)."""
+        """Redact a complete string (log lines, briefings, records)."""
         data = text.encode("utf-8", "surrogateescape")
         out = self.redact(data)
-        return text if out is data else out.decode("utf-8", "surrogateescape")
+        return text if out == data else out.decode("utf-8", "surrogateescape")
 
     def structlog_processor(self, logger: object, method_name: str, event_dict: dict) -> dict:
         """A structlog processor redacting every string value of the event."""
@@ -122,72 +128,223 @@ class Redactor:
     # -- streams ---------------------------------------------------------
     @property
     def pending(self) -> int:
-        """Number of bytes currently held back."""
-        return len(self._carry)
+        """Number of raw bytes currently held back."""
+        return len(self._held)
 
     def feed(self, data: bytes) -> bytes:
-        """Redact the next chunk of a stream; may hold back up to ``max_hold`` bytes."""
-        buf = self._carry + data if self._carry else bytes(data)
-        n = len(buf)
-        cut = self._hold_point(buf)
-        self._carry = buf[cut:]
-        return self.redact(buf[:cut]) if cut < n else self.redact(buf)
+        """Redact the next chunk of a stream; returns what can be released now."""
+        return self.feed_text(data)[0]
 
     def flush(self) -> bytes:
-        """Release (redacted) whatever is held back."""
-        buf, self._carry = self._carry, b""
-        return self.redact(buf)
+        """End of the stream: release (redacted) whatever is held back, and start afresh."""
+        return self.flush_text()[0]
+
+    def feed_text(self, data: bytes) -> tuple[bytes, bytes]:
+        """Like :meth:`feed`, and the released bytes' text too (for the clean view).
+
+        The text has escape sequences and controls removed, a newline for each
+        line move (:func:`~.cleantext.with_newlines`) and ``[REDACTED]`` where
+        the raw bytes have it; carriage returns are left to
+        :class:`~.cleantext.LineFolder`.
+        """
+        return self._run(bytes(data), final=False) if data or self._held else (b"", b"")
+
+    def flush_text(self) -> tuple[bytes, bytes]:
+        """Like :meth:`flush`, with the text (see :meth:`feed_text`)."""
+        out = self._run(b"", final=True)
+        self._held = self._esc = self._ctx = b""
+        self._rest = None
+        return out
 
     # -- internals -------------------------------------------------------
-    def _may_contain_secret(self, data: bytes) -> bool:
-        for search in self._triggers:
-            if search(data) is not None:
-                return True
-        return False
+    def _run(self, data: bytes, final: bool) -> tuple[bytes, bytes]:
+        buf = self._held + data if self._held else data
+        prefix = self._esc
+        body = prefix + buf if prefix else buf
+        u = unfinished_escape(body)
+        text, moves = split_text(body[:u]) if u else (b"", [])
+        ctx = self._ctx
+        q = ctx + text if ctx else text
+        b, n = len(ctx), len(q)
+        spans, cut, rest = self._scan(q, b, final)
+        if cut == n:
+            raw_cut = len(body)
+        else:
+            raw_cut = self._tail_raw(body, u, text, cut - b)
+        if not spans:
+            out = body[len(prefix):raw_cut]
+            shown = q[b:cut]
+            if moves:
+                shown = with_newlines(shown, [m for m in moves if m <= cut - b])
+        else:
+            merged = _merge(spans, cut)
+            out = self._cut_out(body, u, b, merged, len(prefix), raw_cut)
+            shown = _cut_text(q, b, cut, merged, moves)
+        self._held = body[raw_cut:]
+        self._esc = body[u:] if cut == n else b""
+        self._ctx = q[max(0, cut - CONTEXT):cut]
+        self._rest = rest
+        return out, shown
+
+    def _scan(self, q: bytes, b: int, final: bool) -> tuple[list[tuple[int, int, bool]], int, re.Pattern[bytes] | None]:
+        """Secret spans of ``q`` past ``b`` (start, end, gets a marker), the hold point, what goes on."""
+        n = len(q)
+        start = max(0, b - SCAN_BACK)
+        spans: list[tuple[int, int, bool]] = []
+        holds: list[int] = []
+        rest: re.Pattern[bytes] | None = None
+        if self._rest is not None:
+            end = self._rest.match(q, b).end()  # type: ignore[union-attr]
+            if end > b:
+                spans.append((b, end, False))
+            if end == n and not final:
+                rest = self._rest
+        low = q.lower() if self._any_lower else q
+        for literal, pattern, shape, cap, value_group in self._plan:
+            hay = low if shape.lower else q
+            pos = hay.find(literal, start) if literal else _search(pattern, hay, start)
+            while pos != -1:
+                m = shape.full.match(hay, pos)
+                if m is not None:
+                    vs, ve = m.span(value_group)
+                    if ve > b and (shape.accept is None or shape.accept(q[vs:ve])):
+                        spans.append((max(vs, b), ve, vs >= b))
+                if not final and n - pos <= cap + SCAN_BACK:
+                    p = shape.partial.match(hay, pos)
+                    if p is not None:
+                        vs = p.start(value_group)
+                        if n - vs <= cap:
+                            holds.append(vs)
+                        elif m is not None and m.end() == n and shape.rest is not None:
+                            rest = shape.rest  # cut out at its cap; what follows of it goes too
+                pos = hay.find(literal, pos + 1) if literal else _search(pattern, hay, pos + 1)
+        for value in self._env_values:
+            pos = q.find(value, start)
+            while pos != -1:
+                if pos + len(value) > b:
+                    spans.append((max(pos, b), pos + len(value), pos >= b))
+                pos = q.find(value, pos + 1)
+            if not final:
+                holds.append(_prefix_suffix_start(q, value, max(b, n - len(value) + 1)))
+        if final or rest is not None:
+            return spans, n, rest
+        cut = min(holds, default=n)
+        cut = max(b, min(cut, self._prefix_hold(q, b)))
+        moved = cut < n
+        while moved:  # a complete secret straddling the cut is held whole
+            moved = False
+            for s, e, _ in spans:
+                if s < cut < e:
+                    cut, moved = max(b, s), True
+        return spans, cut, rest
+
+    def _prefix_hold(self, q: bytes, b: int) -> int:
+        """Start of an unfinished literal (``sk``, ``-----BEG``) at the end of ``q``, else ``len(q)``."""
+        n = len(q)
+        if not q or q[-1] not in self._prefix_last:
+            return n
+        for k in range(min(self._prefix_max, n - b), 0, -1):
+            after = self._prefixes.get(q[n - k:])
+            if after is not None and (k == n or q[n - k - 1] not in after):
+                return n - k
+        return n
 
     @staticmethod
-    def _replace(match: re.Match[bytes]) -> bytes:
-        if match.group("bearer") is not None:
-            return match.group("bearer") + match.group("sp") + REDACTED
-        return REDACTED
+    def _tail_raw(body: bytes, u: int, text: bytes, t: int) -> int:
+        """Raw index of text index ``t`` (a held tail): cheap when no escape sits in the tail."""
+        h = len(text) - t
+        if h <= u and body[u - h:u] == text[t:]:
+            esc = body.rfind(b"\x1b", 0, u)
+            if esc == -1:
+                return u - h
+            if sequence_end(body, esc) <= u - h:
+                return u - h
+        runs = text_runs(body[:u])
+        starts = [r[0] for r in runs]
+        i = bisect_right(starts, t) - 1
+        return runs[i][1] + (t - runs[i][0])
 
-    def _hold_point(self, buf: bytes) -> int:
-        """Index from which ``buf`` must be held back (``len(buf)`` if none)."""
-        n = len(buf)
-        lo = max(0, n - self.max_hold)
-        cut = n
-        # Every partial match ends at the end of ``buf`` and consists only of
-        # token bytes (plus blanks after a "Bearer"), so it starts inside the
-        # trailing run of such bytes: search only there (usually nothing, as
-        # output lines end with a newline).  Same leftmost match as searching
-        # from ``lo``; the look-behinds still see the byte before the run.
-        tail = buf[lo:]
-        chars = _PARTIAL_CHARS_BEARER if (b"earer" in tail or b"EARER" in tail) else _PARTIAL_CHARS
-        start = lo + len(tail.rstrip(chars))
-        if start < n:
-            m = self._partial.search(buf, start)
-            if m is not None:
-                cut = m.start()
-        for value in self._env_values:
-            cut = min(cut, _prefix_suffix_start(buf, value, lo))
-        if cut < n:
-            # A complete secret straddling the cut would be split in two: hold it whole.
-            window = max(0, cut - self.max_hold)
-            if self._may_contain_secret(buf[window:]):
-                for full in self._full.finditer(buf, window, n):
-                    if full.start() < cut < full.end():
-                        cut = max(full.start(), lo)
-                        break
-        return cut
+    @staticmethod
+    def _cut_out(body: bytes, u: int, b: int, merged: list[tuple[int, int, bool]], first: int, raw_cut: int) -> bytes:
+        """``body[first:raw_cut]`` with the spans' text bytes replaced (escape sequences among them kept)."""
+        runs = text_runs(body[:u])
+        starts = [r[0] for r in runs]
+        out = bytearray()
+        pos = first
+        for s, e, mark in merged:
+            ps, pe = s - b, e - b
+            i = bisect_right(starts, ps) - 1
+            j = bisect_right(starts, pe - 1) - 1
+            rs = runs[i][1] + (ps - runs[i][0])
+            re_ = runs[j][1] + (pe - 1 - runs[j][0]) + 1
+            out += body[pos:rs]
+            if mark:
+                out += REDACTED
+            for k in range(i, j):  # escape sequences and controls between the secret's pieces
+                out += body[runs[k][1] + runs[k][2]:runs[k + 1][1]]
+            pos = re_
+        out += body[pos:raw_cut]
+        return bytes(out)
+
+
+def _literal(pattern: re.Pattern[bytes]) -> bytes:
+    """The pattern's text if it is a plain literal (searched with ``bytes.find``, faster), else ``b""``."""
+    literal = pattern.pattern
+    return b"" if any(c in b"\\[](){}|?*+.^$" for c in literal) else literal
+
+
+def _search(pattern: re.Pattern[bytes], text: bytes, pos: int) -> int:
+    m = pattern.search(text, pos)
+    return -1 if m is None else m.start()
+
+
+def _merge(spans: list[tuple[int, int, bool]], cut: int) -> list[tuple[int, int, bool]]:
+    """Overlapping spans as one (marked as its first piece), those before ``cut`` only."""
+    merged: list[tuple[int, int, bool]] = []
+    for s, e, mark in sorted(spans):
+        if s >= cut:
+            break
+        if merged and s <= merged[-1][1]:
+            ms, me, mmark = merged[-1]
+            merged[-1] = (ms, max(me, e), mmark)
+        else:
+            merged.append((s, e, mark))
+    return merged
+
+
+def _cut_text(q: bytes, b: int, cut: int, merged: list[tuple[int, int, bool]], moves: list[int]) -> bytes:
+    """The released text ``q[b:cut]`` with spans replaced and a newline per line move.
+
+    A line move inside a secret becomes a newline after its marker, as the clean
+    view of the redacted raw bytes would show it.
+    """
+    out = bytearray()
+    pos = b
+    it = iter(m + b for m in moves if m <= cut - b)
+    nxt = next(it, None)
+    for s, e, mark in merged:
+        while nxt is not None and nxt <= s:
+            out += q[pos:nxt] + b"\n"
+            pos, nxt = nxt, next(it, None)
+        out += q[pos:s]
+        if mark:
+            out += REDACTED
+        while nxt is not None and nxt < e:
+            out += b"\n"
+            nxt = next(it, None)
+        pos = e
+    while nxt is not None:
+        out += q[pos:nxt] + b"\n"
+        pos, nxt = nxt, next(it, None)
+    out += q[pos:cut]
+    return bytes(out)
 
 
 def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:
-    """Start of the longest suffix of ``buf[lo:]`` that is a proper prefix of ``value``."""
+    """Start of the longest suffix of ``buf[lo:]`` that is a proper prefix of ``value`` (``len(buf)`` if none)."""
     n = len(buf)
-    longest = min(len(value) - 1, n - lo)
     first = value[:1]
-    # Only positions holding the first byte of the value can start a prefix.
-    pos = buf.find(first, n - longest) if longest > 0 else -1
+    pos = buf.find(first, lo) if lo < n else -1
     while pos != -1:
         if value.startswith(buf[pos:]):
             return pos
@@ -199,10 +356,18 @@ _default_redactor: Redactor | None = None
 
 
 def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Redact the built-in secret patterns (and ``env`` secret values) in ``text``."""
+    """Redact every secret shape (and the secret values of ``env``) in ``text``.
+
+    The one function for everything agentd writes from agent output outside
+    the transcripts: the event log, the recent summary and ``[auto]`` lines,
+    the wakeup briefing, history records.
+    """
     global _default_redactor
     if env:
         return Redactor(env).redact_text(text)
     if _default_redactor is None:
         _default_redactor = Redactor()
     return _default_redactor.redact_text(text)
+
+
+__all__ = ["MAX_HOLD", "REDACTED", "Redactor", "is_secret_env_name", "redact_text"]

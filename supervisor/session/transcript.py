@@ -16,15 +16,20 @@ reader sees them at once):
     into ``\\n``, cursor movements to another line turned into ``\\n``, UTF-8
     decoded incrementally with ``errors="replace"``.
 
-Redaction (:class:`Redactor`) happens before either file is written, and
-once more on the clean text (a secret printed with colour codes inside it
-only becomes whole once they are stripped; the raw ``.log`` keeps such a
-split secret as the agent wrote it, interleaved with escape sequences).  A
-secret may be split across two ``write()`` calls, so the redactor holds back a
-bounded tail (at most :data:`MAX_HOLD` bytes) *only* when that tail could be
-the start of a secret; the tail is released by the next ``write()`` or by
-``flush()``.  Callers that want a quiet PTY's last bytes (a prompt) on disk
-promptly should call ``flush()`` when a read tick produced no new data.
+Redaction (:class:`Redactor`) happens once, before either file is written,
+and each chunk is parsed once: the redactor hands back the bytes it releases
+and their text (with ``[REDACTED]`` in the same places), and the clean view
+only folds carriage returns and decodes that text
+(:class:`~.cleantext.LineFolder`).  The redactor matches on the text with
+escape sequences removed, so a secret
+printed with colour codes or cursor moves inside it is cut out of the raw
+``.log`` too.  A secret may arrive in pieces, any time apart, so the
+redactor holds back a possible secret prefix until its token ends (the next
+byte that cannot be part of it, or a size cap), never for a fixed time: a
+prompt such as ``fake> `` ends with a blank and is written at once, a key
+printed in two pieces a second apart is held until its end and written as
+``[REDACTED]``.  :meth:`Transcript.write` returns the bytes it appended to
+the ``.log``: exactly what an attached viewer may see.
 
 Everything on the hot path works on whole chunks with compiled bytes regexes
 and ``bytes.translate``; there are no per-byte Python loops.
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..tokens import estimate_tokens_bytes
-from .cleantext import CleanTextFilter
+from .cleantext import LineFolder
 from .redact import Redactor
 
 __all__ = ["Transcript", "follow_clean", "read_clean_tail", "read_tail"]
@@ -84,11 +89,7 @@ class Transcript:
         self.log_path = self.directory / f"{session_id}.log"
         self.text_path = self.directory / f"{session_id}.txt"
         self._redactor = Redactor(env)
-        # Second pass over the clean text: a secret the agent printed with escape
-        # sequences inside it (syntax highlighting) only becomes whole once they
-        # are stripped.
-        self._text_redactor = Redactor(env)
-        self._clean = CleanTextFilter()
+        self._fold = LineFolder()
         self._log_fd: int | None = os.open(self.log_path, _OPEN_FLAGS, 0o600)
         try:
             self._txt_fd: int | None = os.open(self.text_path, _OPEN_FLAGS, 0o600)
@@ -100,27 +101,41 @@ class Transcript:
         self._other_chars = 0
 
     # -- writing ---------------------------------------------------------
-    def write(self, data: bytes) -> None:
-        """Append one chunk of PTY output (redacted) to both files."""
+    def write(self, data: bytes) -> bytes:
+        """Append one chunk of PTY output (redacted) to both files; return what the ``.log`` got."""
         if self._log_fd is None:
             raise ValueError("transcript is closed")
-        if data:
-            self._emit(self._redactor.feed(data))
+        if not data:
+            return b""
+        out, text = self._redactor.feed_text(data)
+        self._emit(out, text)
+        return out
 
-    def flush(self) -> None:
-        """Write out the bytes the redactor was holding back (a quiet PTY's prompt)."""
-        if self._log_fd is not None:
-            self._emit(self._redactor.flush())
-            self._emit_text(self._text_redactor.flush())
+    @property
+    def pending(self) -> int:
+        """Raw bytes held back because they may be the start of a secret."""
+        return self._redactor.pending
+
+    def flush(self) -> bytes:
+        """End of the stream: write out what the redactor held back (redacted); return it.
+
+        Only for the end of the agent's output (EOF, exit): a held prefix is
+        released as if nothing followed, so a secret still being printed would
+        be cut in two.
+        """
+        if self._log_fd is None:
+            return b""
+        out, text = self._redactor.flush_text()
+        self._emit(out, text)
+        return out
 
     def close(self) -> None:
         """Flush everything, finish the clean view and close both files (idempotent)."""
         if self._log_fd is None:
             return
         try:
-            self._emit(self._redactor.flush())
-            self._emit_text(self._text_redactor.feed(self._clean.finish().encode("utf-8")))
-            self._emit_text(self._text_redactor.flush())
+            self._emit(*self._redactor.flush_text())
+            self._emit_text(self._fold.finish().encode("utf-8"))
         finally:
             log_fd, txt_fd = self._log_fd, self._txt_fd
             self._log_fd = self._txt_fd = None
@@ -138,13 +153,14 @@ class Transcript:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _emit(self, data: bytes) -> None:
-        if not data:
-            return
-        assert self._log_fd is not None
-        _write_all(self._log_fd, data)
-        self._raw_bytes += len(data)
-        self._emit_text(self._text_redactor.feed(self._clean.feed_utf8(data)))
+    def _emit(self, data: bytes, text: bytes) -> None:
+        """Append released raw bytes to the ``.log`` and their text (from the redactor) to the ``.txt``."""
+        if data:
+            assert self._log_fd is not None
+            _write_all(self._log_fd, data)
+            self._raw_bytes += len(data)
+        if text:
+            self._emit_text(self._fold.feed_utf8(text))
 
     def _emit_text(self, encoded: bytes) -> None:
         """Append valid UTF-8 ``encoded`` to the ``.txt`` file and count its characters."""
