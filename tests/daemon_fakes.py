@@ -107,6 +107,7 @@ class FakeDriver:
         return self.clock() - self.last_output
 
     argv = ["fake"]
+    env: dict[str, str] = {}
     transcript_bytes = 0
     transcript_path = "/nonexistent/fake.txt"
 
@@ -255,7 +256,7 @@ class FakeRuntime:
     def record_session(self, record: Any) -> None:
         self.sessions.append(record)
 
-    def memory(self, module: str) -> FakeMemory:
+    def memory(self, module: str, env: Any = None) -> FakeMemory:
         return self.memory_files
 
 

@@ -93,6 +93,11 @@ class Driver:
         return self.session.argv
 
     @property
+    def env(self) -> Mapping[str, str]:
+        """The agent's environment (its secret values are redacted from whatever agentd writes)."""
+        return self.session.env
+
+    @property
     def transcript_bytes(self) -> int:
         """Bytes of (redacted) output written to the transcript so far."""
         return self.session.transcript.raw_bytes

@@ -24,7 +24,7 @@ through :class:`Host`, so it is unit-tested with fakes and a fake clock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,8 +64,9 @@ class Memory(Protocol):
 class ModuleMemory:
     """A module's memory files in the project (the :class:`Memory` the daemon uses)."""
 
-    def __init__(self, root: Any, module: str) -> None:
+    def __init__(self, root: Any, module: str, env: Mapping[str, str] | None = None) -> None:
         self.root, self.module = root, module
+        self.env = env  # the unit's environment: its secret values are redacted from what is written
 
     def fingerprint(self) -> str:
         from ..memory import memory_fingerprint
@@ -75,7 +76,7 @@ class ModuleMemory:
     def write_auto(self, reason: str, tail: str) -> None:
         from ..memory import write_auto_checkpoint
 
-        write_auto_checkpoint(self.root, self.module, reason, tail)
+        write_auto_checkpoint(self.root, self.module, reason, tail, env=self.env)
 
 
 class Host(Protocol):

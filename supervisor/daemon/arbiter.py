@@ -19,7 +19,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -191,8 +191,8 @@ class Arbiter:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    def memory(self, module: str) -> ModuleMemory:
-        return ModuleMemory(self.root, module)
+    def memory(self, module: str, env: Mapping[str, str] | None = None) -> ModuleMemory:
+        return ModuleMemory(self.root, module, env)
 
     def record_session(self, record: SessionRecord) -> None:
         self.spawn(asyncio.to_thread(append_session, self.settings.state_path, record))

@@ -434,7 +434,7 @@ class UnitSupervisor:
         log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
                  context=self.context.as_dict() if self.context else None)
         try:
-            record = await cycle.run(self, driver, self.rt.memory(self.spec.module), plan, unit=self.name)
+            record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name)
         finally:
             self.activity = None
             self.checkpoint_marker = None
