@@ -158,6 +158,8 @@ def parse(line: str) -> Decision:
     m = _HEAD_RE.match(text)
     if not m:
         raise LineError("does not start with a [YYYY-MM-DD HH:MM] timestamp")
+    if (len(text) - len(text.rstrip("\\"))) % 2:
+        raise LineError("ends inside a backslash escape (a line cut short)")
     time = m.group(1)
     pos = m.end()
     tags: list[str] = []
