@@ -23,6 +23,7 @@ from pydantic import Field
 from .memory import LineError, StoreError, add_fact, append_note, recall, record_decision
 from .memory import update_task_state as set_task_state
 from .memory.store import AgentPaths
+from .memory.sync import sync_after_decision
 
 SERVER_NAME = "agentd-memory"
 
@@ -78,7 +79,8 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
                                   alternatives=alternatives, scope_paths=default_scope if target == default_module else ())
         except (LineError, StoreError, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        return f"logged in {paths.rel(rec.path)} with {rec.snapshot}: {rec.line}"
+        synced = sync_after_decision(root, os.environ)
+        return f"logged in {paths.rel(rec.path)} with {rec.snapshot}: {rec.line}" + (f"\n{synced}" if synced else "")
 
     @server.tool()
     def note(

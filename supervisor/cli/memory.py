@@ -67,7 +67,7 @@ def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ())
 def register(group: click.Group) -> None:
     """Add the memory commands to the ``agentd`` group."""
     for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd, task, log_cmd,
-                    task_state):
+                    task_state, sync_cmd):
         group.add_command(command)
 
 
@@ -114,6 +114,11 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
         told = _tell_daemon("broadcast", text=text, origin=os.environ.get("AGENTD_UNIT") or None)
         if isinstance(told, dict) and told.get("told"):
             click.echo(f"told the running units: {', '.join(told['told'])}")
+    from ..memory.sync import sync_after_decision
+
+    synced = sync_after_decision(root, os.environ)
+    if synced:
+        click.echo(synced)
 
 
 def _tell_daemon(cmd: str, **args: object) -> object:
@@ -168,6 +173,20 @@ def task_state(text: str, module: str | None, global_: bool) -> None:
     with _errors():
         info = update_task_state(paths, text, module=target.module)
     click.echo(f"{paths.rel(paths.task(target.module))}: State at interruption: {info.state}")
+
+
+@click.command("sync")
+@click.option("--remote", default="origin", show_default=True, help="the git remote that carries the memory")
+@click.option("--branch", default="agentd-memory", show_default=True, help="the memory's own branch on it")
+@click.option("--retries", type=click.IntRange(min=1), default=5, show_default=True,
+              help="attempts when the push is rejected or the remote does not answer")
+def sync_cmd(remote: str, branch: str, retries: int) -> None:
+    """Pull and push .agent/ through a git remote, on a branch of its own (never the working branch)."""
+    from ..memory.sync import sync_memory
+
+    with _errors():
+        result = sync_memory(_root(), remote=remote, branch=branch, retries=retries)
+    click.echo(result.describe(remote, branch))
 
 
 @click.command("log")

@@ -13,6 +13,8 @@ Sections, in the order they are printed:
 8. the recent summary (unless another module's session wrote it)
 9. backtrack: older decisions whose files or words match the current task
 10. warnings
+11. memory sync, when the store is shared: when this clone last synced (how
+    fresh its view of the other hosts is) and the newest decisions it got from them
 
 A module's briefing never shows another module's task, notes, decisions or
 facts.
@@ -41,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..memory import decisions, engram, facts, snapshots
+from ..memory import decisions, engram, facts, lineformat, snapshots
 from ..memory.decisions import Entry
 from ..memory.gitfiles import list_files, matches
 from ..memory.store import AgentPaths, read_text, validate_module
+from ..memory.sync import read_record
 from ..memory.task import read_task
 from ..tokens import estimate_tokens
 from .briefing import Section, cut_text, fit, item_cap, render
@@ -60,6 +63,7 @@ TREE_FILES = 30
 ENGRAM_LINES = 12
 BACKTRACK_WINDOW = 500
 BACKTRACK_MAX = 5
+SYNC_DECISIONS = 3
 COMMAND_TIMEOUT = 30.0
 # least important first; "constraints" is never trimmed
 TRIM_ORDER = (
@@ -73,6 +77,7 @@ TRIM_ORDER = (
     "decisions",
     "warnings",
     "task",
+    "sync",
 )
 _STOPWORDS = frozenset(
     "the and for with that this from into when then than what which while will would should could have has "
@@ -328,6 +333,34 @@ def _backtrack_section(paths: AgentPaths, module: str | None, task_text: str, sh
     return section
 
 
+def _sync_section(paths: AgentPaths, module: str | None, warnings: list[str]) -> Section | None:
+    """How fresh this clone's view of the other hosts is, and the newest decisions they sent (None: never synced)."""
+    record = read_record(paths)
+    if record is None:
+        return None
+    section = Section("sync", "Memory sync (other hosts)", [], restore=_q(["agentd", "log", "--all"]))
+    where = f"{record.remote}/{record.branch}"
+    if record.time:
+        section.add(f"memory from other hosts as of the last sync with {where}: {record.time} (commit {record.commit[:12]})")
+    else:
+        section.add(f"never synced with {where} yet: nothing from other hosts")
+    if record.error:
+        warnings.append(f"the last sync attempt ({record.last_attempt}) failed: {record.error}")
+    got = []
+    for stem_module in dict.fromkeys([module, None]):
+        for line in record.received.get(paths.log_stem(stem_module), []):
+            try:
+                got.append(Entry(lineformat.parse(line), stem_module, paths.decisions(stem_module), 0))
+            except lineformat.LineError:
+                continue
+    got.sort(key=Entry.sort_key, reverse=True)
+    if got:
+        section.add(f"newest decisions received from other hosts ({record.received_total} in all):")
+    for e in got[:SYNC_DECISIONS]:
+        section.add(_entry_line(e), _decision_ref(e))
+    return section
+
+
 # Assembly --------------------------------------------------------------------------
 
 def build_wakeup(
@@ -359,10 +392,11 @@ def build_wakeup(
     fact_sec = _facts_section(paths, module, warnings)
     summary_sec = _summary_section(paths, module, "")
     back_sec = _backtrack_section(paths, module, task_text, latest)
+    sync_sec = _sync_section(paths, module, warnings)
     warnings = list(dict.fromkeys(warnings))
     warn_sec = Section("warnings", "Warnings", list(warnings))
     sections = [task_sec, constraints, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec,
-                warn_sec]
+                warn_sec, *([sync_sec] if sync_sec else [])]
 
     header = f"# Wakeup briefing: module {module or 'global'}"
     untrimmed = estimate_tokens(render(header, sections))

@@ -150,6 +150,17 @@ def merge_duplicates(facts: list[Fact]) -> list[Fact]:
     return [best[i] for i in order]
 
 
+def rewrite_if_duplicated(paths: AgentPaths, module: str | None) -> bool:
+    """Rewrite ``module``'s facts file with one line per id when a merge left an id twice (lock held)."""
+    lines = read_text(paths.facts(module)).splitlines()
+    count = sum(1 for text in lines if parse_line(text, module or GLOBAL) is not None)
+    merged = load(paths, module)
+    if count == len(merged):
+        return False
+    _save(paths, module, merged)
+    return True
+
+
 def modules(paths: AgentPaths) -> list[str | None]:
     """Modules with a facts file (None for global)."""
     if not paths.facts_dir.is_dir():

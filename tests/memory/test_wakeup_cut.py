@@ -1,11 +1,12 @@
 """Issue 13 item 8: one oversized item is cut (with the command that shows it whole), not the whole briefing.
 
 And the determinism of the briefing over its newer inputs: per-module tasks,
-notes tagged with their module, cut items.
+notes tagged with their module, the sync record, cut items.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -77,7 +78,7 @@ def test_small_budgets_still_cut_before_trimming(repo: Path):
     assert "- Never touch src/ui.ts." in w.text
 
 
-def test_deterministic_over_module_tasks_notes_and_cuts(repo: Path, tmp_path: Path):
+def test_deterministic_over_module_tasks_notes_sync_record_and_cuts(repo: Path, tmp_path: Path):
     _project(repo)
     paths = AgentPaths(repo)
     update_task_state(paths, "global state", task="Ship 1.0")
@@ -85,8 +86,13 @@ def test_deterministic_over_module_tasks_notes_and_cuts(repo: Path, tmp_path: Pa
     append_note(repo, "a web note", "confirmed", module="web", now=T0)
     append_note(repo, "a global note", "confirmed", now=T0)
     record_decision(repo, "z" * 30_000, WHY, module="core", now=T0 + timedelta(minutes=40))
+    paths.sync_state.write_text(json.dumps({
+        "time": "2026-11-30 15:00", "remote": "origin", "branch": "agentd-memory", "commit": "ab" * 20,
+        "received": {"decisions": ["[2026-11-30 14:59] decision: from the other host | why: because b, so c | snapshot: snapshot-01M8RWR33N10M4MVJN5VXQEHMH"]},
+        "received_total": 1,
+    }))
     first = build_wakeup(repo, "core", ["src/core"], budget=1200)
-    assert first.cut and "a global note" in first.text
+    assert first.cut and "from the other host" in first.text and "a global note" in first.text
     assert "Web task" not in first.text and "a web note" not in first.text
     assert build_wakeup(repo, "core", ["src/core"], budget=1200).text == first.text
     copy = tmp_path / "copy"
