@@ -224,8 +224,12 @@ def _maybe_roll(paths: AgentPaths, module: str | None) -> Path | None:
     log = paths.decisions(module)
     if _count_lines(log) < EPOCH_SIZE:
         return None
-    target = paths.epoch(module, _latest_epoch(paths, module) + 1)
+    number = _latest_epoch(paths, module) + 1
+    target = paths.epoch(module, number)
     os.rename(log, target)
+    state = read_state(paths)
+    state.setdefault("epochs", {})[paths.log_stem(module)] = number
+    write_state(paths, state)  # a cache for readers (see _latest_epoch)
     return target
 
 
@@ -241,7 +245,16 @@ def epoch_numbers(paths: AgentPaths, module: str | None) -> list[int]:
 
 
 def _latest_epoch(paths: AgentPaths, module: str | None) -> int:
-    """Newest epoch number on disk (0 when the log never rolled)."""
+    """Newest epoch number on disk (0 when the log never rolled).
+
+    This clone's cache (``local/state.json``) is trusted when the disk agrees
+    (epoch N exists, N+1 does not), which costs two ``stat`` calls; otherwise
+    (a fresh clone, epochs merged in from another) the directory is scanned.
+    """
+    cached = (read_state(paths).get("epochs") or {}).get(paths.log_stem(module))
+    if isinstance(cached, int) and cached > 0 and paths.epoch(module, cached).exists() \
+            and not paths.epoch(module, cached + 1).exists():
+        return cached
     found = epoch_numbers(paths, module)
     return found[-1] if found else 0
 
@@ -270,7 +283,7 @@ def latest(paths: AgentPaths, module: str | None, count: int) -> tuple[list[Entr
             seen.add(raw.text)
             item = _parse_raw(raw, path, module)
             (entries if isinstance(item, Entry) else bad).append(item)  # type: ignore[arg-type]
-        if len(entries) >= count + MERGE_SLACK or epoch <= 0:
+        if len(entries) >= count or epoch <= 0:
             break
         path = paths.epoch(module, epoch)
         epoch -= 1

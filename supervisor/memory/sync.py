@@ -205,7 +205,9 @@ class _Store:
             meta, _, path = item.partition("\t")
             mode, kind, blob = meta.split()
             rel = path[len(self.prefix) + 1:]
-            if kind == "blob" and mode in ("100644", "100755") and path.startswith(self.prefix + "/") and not _excluded(rel):
+            parts = rel.split("/")
+            if (kind == "blob" and mode in ("100644", "100755") and path.startswith(self.prefix + "/")
+                    and not _excluded(rel) and not any(p in ("", ".", "..", ".git") for p in parts)):
                 out[path] = blob
         return out
 
