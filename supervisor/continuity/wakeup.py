@@ -107,13 +107,17 @@ def _module_args(module: str | None) -> list[str]:
     return ["--module", module, "--module", "global"] if module else ["--module", "global"]
 
 
+def _words(text: str) -> list[str]:
+    """The first words of ``text``, each short (recall matches substrings, so a prefix still finds it)."""
+    return [w[:24] for w in text.split()[:4]]
+
+
 def _decision_ref(e: Entry) -> str:
     """The exact command that prints this decision whole."""
     d = e.decision
     if d.snapshot:
         return _q(["agentd", "recall", "--kind", "decision", d.snapshot])
-    words = d.decision.split()[:4]
-    return _q(["agentd", "recall", "--kind", "decision", "--module", e.module or "global", d.time, *words])
+    return _q(["agentd", "recall", "--kind", "decision", "--module", e.module or "global", d.time, *_words(d.decision)])
 
 
 # Sections --------------------------------------------------------------------------
@@ -135,7 +139,7 @@ def _task_section(paths: AgentPaths, module: str | None, warnings: list[str]) ->
         elif glob.empty:
             warnings.append(f"the task in {glob_file} is empty: describe the current task")
         for line in _task_lines(glob, ""):
-            section.add(line, f"the whole task is in {glob_file}")
+            section.add(line, _q(["cat", glob_file]))
         return section, glob.body
     own_path = paths.task(module)
     own = read_task(paths, module)
@@ -144,11 +148,11 @@ def _task_section(paths: AgentPaths, module: str | None, warnings: list[str]) ->
         if own.empty:
             warnings.append(f"the task in {own_file} is empty: describe the module's task")
         for line in _task_lines(own, f"[{module}] "):
-            section.add(line, f"the whole task is in {own_file}")
+            section.add(line, _q(["cat", own_file]))
     has_global = not glob.empty or not glob.state_empty
     if has_global:
         for line in _task_lines(glob, "[global] "):
-            section.add(line, f"the whole task is in {glob_file}")
+            section.add(line, _q(["cat", glob_file]))
     if not own_path.exists() and not has_global:
         warnings.append(f"no task for module {module}: `agentd task UNIT TEXT` writes {own_file} "
                         f"(and the global task in {glob_file} is empty)")
@@ -241,7 +245,7 @@ def _tree_section(paths: AgentPaths, scope: Sequence[str], full_cmd: str) -> Sec
 
 
 def _note_ref(n: engram.Note) -> str:
-    return _q(["agentd", "recall", "--kind", "engram", f"[{n.time}]", *n.text.split()[:4]])
+    return _q(["agentd", "recall", "--kind", "engram", f"[{n.time}]", *_words(n.text)])
 
 
 def _engram_sections(paths: AgentPaths, module: str | None) -> list[Section]:
@@ -294,7 +298,7 @@ def _summary_section(paths: AgentPaths, module: str | None, full_cmd: str) -> Se
     while lines and not lines[-1].strip():
         lines.pop()
     for line in lines:
-        section.add(line, f"the whole summary is in {paths.rel(paths.recent_summary)}")
+        section.add(line, _q(["cat", paths.rel(paths.recent_summary)]))
     return section
 
 

@@ -1,8 +1,8 @@
 """``agentd recall``: deterministic keyword and path search over decisions, facts and engram.
 
 No model and no embeddings: an item matches when every word appears in it
-(case-insensitive substring; a decision's snapshot id and a fact's id count
-as words of it, so ``agentd recall snapshot-01JD...`` finds exactly one
+(case-insensitive substring; a decision's time and snapshot id and a fact's
+id count as words of it, so ``agentd recall snapshot-01JD...`` finds exactly one
 decision), when its files match ``--path`` (a scope glob; either side may be
 the glob), when it carries ``--tag``, and when it belongs to ``--module``.
 Results are newest first; ties keep a fixed order.
@@ -92,7 +92,8 @@ def _decisions(
             if not isinstance(item, decisions.Entry):
                 continue
             d = item.decision
-            line_text = " ".join([d.decision, d.why, d.alternatives, " ".join(d.files), " ".join(d.tags), d.snapshot])
+            line_text = " ".join([d.time, d.decision, d.why, d.alternatives, " ".join(d.files), " ".join(d.tags),
+                                  d.snapshot])
             if tag is not None and tag not in d.tags:
                 continue
             if pattern is not None and not _path_match(d.files, pattern):

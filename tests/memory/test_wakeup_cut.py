@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,16 @@ def test_deterministic_over_module_tasks_notes_sync_record_and_cuts(repo: Path, 
     copy = tmp_path / "copy"
     shutil.copytree(repo, copy, symlinks=True)
     assert build_wakeup(copy, "core", ["src/core"], budget=1200).text == first.text  # no path or clock in it
+
+
+def test_a_cut_hand_written_decision_without_snapshot_points_at_a_recall_that_finds_it(repo: Path):
+    _project(repo)
+    paths = AgentPaths(repo)
+    with paths.decisions("core").open("a") as fh:  # hand-written: no snapshot id to name it by
+        fh.write(f"[2026-11-30 15:30] decision: hand written {'w' * 30_000} | why: because we typed it, so it stays\n")
+    w = build_wakeup(repo, "core", ["src/core"])
+    m = re.search(r"whole: (agentd recall --kind decision --module core '2026-11-30 15:30' [^\]]+)\]", w.text)
+    assert m, w.text
+    out = subprocess.run([sys.executable, "-m", "supervisor", "--root", str(repo), *shlex.split(m.group(1))[1:]],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.count("\n") == 1 and "w" * 30_000 in out
