@@ -255,3 +255,16 @@ def test_two_hosts_200_concurrent_decides_each_with_syncs_in_between(clones, tmp
         sync_part = build_wakeup(root).text.split("## Memory sync (other hosts)")[1]
         assert "as of the last sync with origin/agentd-memory" in sync_part
         assert other in sync_part, (sync_part, (root / ".agent" / "local" / "sync.json").read_text())
+
+
+def test_readers_skip_a_line_a_plain_git_merge_left_twice(plain: Path):
+    from supervisor.memory import recall
+
+    paths = AgentPaths(plain)
+    rec = record_decision(plain, "only once", WHY, now=T0)
+    with paths.decisions(None).open("a") as fh:
+        fh.write(rec.line + "\n")  # what a union merge of a rolled log can leave
+    assert [e.decision.decision for e in decisions.latest(paths, None, 5)[0]] == ["only once"]
+    assert len([e for e in decisions.iter_all(paths, None)]) == 1
+    assert len(recall(plain, ["only", "once"])) == 1
+    assert build_wakeup(plain).text.count("only once") == 2  # the decision and its snapshot, once each
