@@ -16,6 +16,7 @@ log="$A/decisions.log"
 [ -n "$module" ] && [ -f "$A/decisions-$module.log" ] && log="$A/decisions-$module.log"
 
 echo "## Current task"
+[ -n "$module" ] && [ -f "$A/tasks/$module.md" ] && cat "$A/tasks/$module.md" && echo
 cat "$A/current-task.md" 2>/dev/null || echo "(no $A/current-task.md)"
 echo
 echo "## Hard constraints"
@@ -28,4 +29,5 @@ echo "## Files"
 find "${WAKEUP_SCOPE:-.}" -type f -not -path '*/.git/*' -not -path "*/$A/*" -not -path '*/.venv/*' 2>/dev/null | sort | head -30
 echo
 echo "## Recent engram"
-tail -n 10 "$A/engram.md" 2>/dev/null
+# this module's notes ([@module]) and the global ones (no tag), never another module's
+grep -E "^- \[[^]]*\] \[[a-z]+\] (\[@${module:-global}\] |[^[])" "$A/engram.md" 2>/dev/null | tail -n 10

@@ -8,6 +8,8 @@ rule violation comes back as a tool error whose text says what to fix.
 
 The module defaults like the CLI: the tool's ``module`` argument, else
 ``$AGENTD_MODULE``, else the module of ``$AGENTD_UNIT``'s unit, else global.
+Notes and the task state belong to that module too (``update_task_state``
+writes ``.agent/tasks/<module>.md``; ``global_task`` the global task).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import Field
 from .memory import LineError, StoreError, add_fact, append_note, recall, record_decision
 from .memory import update_task_state as set_task_state
 from .memory.store import AgentPaths
+from .memory.sync import sync_after_decision
 
 SERVER_NAME = "agentd-memory"
 
@@ -76,16 +79,19 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
                                   alternatives=alternatives, scope_paths=default_scope if target == default_module else ())
         except (LineError, StoreError, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        return f"logged in {paths.rel(rec.path)} with {rec.snapshot}: {rec.line}"
+        synced = sync_after_decision(root, os.environ)
+        return f"logged in {paths.rel(rec.path)} with {rec.snapshot}: {rec.line}" + (f"\n{synced}" if synced else "")
 
     @server.tool()
     def note(
         text: Annotated[str, Field(min_length=1, description="what you learned or suspect")],
         kind: Annotated[Literal["confirmed", "hypothesis"], Field(description="confirmed = verified; hypothesis = to check")],
+        module: Annotated[str | None, Field(description="module it is about; default: this agent's module")] = None,
+        global_note: Annotated[bool, Field(description="a note for every module")] = False,
     ) -> str:
         """Append a confirmed finding or a hypothesis to the engram (working notes)."""
         try:
-            n = append_note(root, text, kind)
+            n = append_note(root, text, kind, module=module_of(module, global_note))
         except (StoreError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         return f"noted: {n.render()}"
@@ -124,13 +130,15 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
     def update_task_state(
         state: Annotated[str, Field(min_length=1, description="where the work stopped and what comes next")],
         task: Annotated[str | None, Field(description="replace the task description too (optional)")] = None,
+        global_task: Annotated[bool, Field(description="the global task instead of this agent's module's")] = False,
     ) -> str:
-        """Set the 'State at interruption' line of current-task.md (and optionally the task)."""
+        """Set the 'State at interruption' line of this module's task (and optionally the task)."""
+        target = module_of(None, global_task)
         try:
-            info = set_task_state(paths, state, task)
+            info = set_task_state(paths, state, task, module=target)
         except (StoreError, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        return f"State at interruption: {info.state}"
+        return f"{paths.rel(paths.task(target))}: State at interruption: {info.state}"
 
     return server
 

@@ -67,7 +67,8 @@ def test_global_decision_and_task_reach_the_running_units(project: Project) -> N
     assert not any("global decision" in m for m in sessions_inputs(a)[-1])
     # a task switch for beta: the files, the decision, and the agent is told
     project.agentd("task", "beta", "port the parser to v2")
-    assert "port the parser to v2" in (project.root / ".agent" / "current-task.md").read_text()
+    assert "port the parser to v2" in (project.root / ".agent" / "tasks" / "beta.md").read_text()  # beta's own task
+    assert "port the parser to v2" not in (project.root / ".agent" / "current-task.md").read_text()
     assert "task switch for beta" in (project.root / ".agent" / "decisions-beta.log").read_text()
     wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in sessions_inputs(b)[-1]), 60,
                what="beta to get its new task")

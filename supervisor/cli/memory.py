@@ -66,7 +66,8 @@ def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ())
 
 def register(group: click.Group) -> None:
     """Add the memory commands to the ``agentd`` group."""
-    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd, task, log_cmd):
+    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd, task, log_cmd,
+                    task_state, sync_cmd):
         group.add_command(command)
 
 
@@ -121,6 +122,11 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
         told = _tell_daemon("broadcast", text=text, origin=os.environ.get("AGENTD_UNIT") or None)
         if isinstance(told, dict) and told.get("told"):
             click.echo(f"told the running units: {', '.join(told['told'])}")
+    from ..memory.sync import sync_after_decision
+
+    synced = sync_after_decision(root, os.environ)
+    if synced:
+        click.echo(synced)
 
 
 def _tell_daemon(cmd: str, **args: object) -> object:
@@ -142,7 +148,7 @@ def _tell_daemon(cmd: str, **args: object) -> object:
 @click.argument("unit")
 @click.argument("text")
 def task(unit: str, text: str) -> None:
-    """Give UNIT a new task: current-task.md, a `task` decision, and the agent is told at its next turn end."""
+    """Give UNIT a new task: its module's task file, a `task` decision, and the agent is told at its next turn end."""
     from ..memory import AgentPaths, record_decision, update_task_state
 
     spec = _unit(unit)
@@ -150,15 +156,45 @@ def task(unit: str, text: str) -> None:
     root = _root()
     paths = AgentPaths(root)
     with _errors():
-        update_task_state(paths, "(new task; not started yet)", task=text)
+        update_task_state(paths, "(new task; not started yet)", task=text, module=module)
         rec = record_decision(root, f"task switch for {unit}: {text}",
                               f"because the operator gave {unit} a new task, so it works on that from now on",
                               module=module, tags=("task",), scope_paths=scope)
-    click.echo(f"{paths.rel(paths.current_task)}: task replaced")
+    where = paths.rel(paths.task(module))
+    click.echo(f"{where}: task replaced")
     click.echo(f"{paths.rel(rec.path)}: {rec.line}")
-    told = _tell_daemon("queue", unit=unit, text=f"New task from the operator: {text} (see .agent/current-task.md)")
+    told = _tell_daemon("queue", unit=unit, text=f"New task from the operator: {text} (see {where})")
     if isinstance(told, dict) and told.get("queued"):
         click.echo(f"{unit} will be told at its next turn end")
+
+
+@click.command("task-state")
+@click.argument("text")
+@click.option("--module", help="whose task (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--global", "global_", is_flag=True, help="the global task (current-task.md)")
+def task_state(text: str, module: str | None, global_: bool) -> None:
+    """Set the "State at interruption" line of the module's task: where the work stopped, what comes next."""
+    from ..memory import AgentPaths, update_task_state
+
+    target = resolve_target(module, global_)
+    paths = AgentPaths(_root())
+    with _errors():
+        info = update_task_state(paths, text, module=target.module)
+    click.echo(f"{paths.rel(paths.task(target.module))}: State at interruption: {info.state}")
+
+
+@click.command("sync")
+@click.option("--remote", default="origin", show_default=True, help="the git remote that carries the memory")
+@click.option("--branch", default="agentd-memory", show_default=True, help="the memory's own branch on it")
+@click.option("--retries", type=click.IntRange(min=1), default=5, show_default=True,
+              help="attempts when the push is rejected or the remote does not answer")
+def sync_cmd(remote: str, branch: str, retries: int) -> None:
+    """Pull and push .agent/ through a git remote, on a branch of its own (never the working branch)."""
+    from ..memory.sync import sync_memory
+
+    with _errors():
+        result = sync_memory(_root(), remote=remote, branch=branch, retries=retries)
+    click.echo(result.describe(remote, branch))
 
 
 @click.command("log")
@@ -198,14 +234,17 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
 @click.argument("text")
 @click.option("--confirmed", "kind", flag_value="confirmed", help="a verified finding")
 @click.option("--hypothesis", "kind", flag_value="hypothesis", help="a guess still to check")
-def note(text: str, kind: str | None) -> None:
+@click.option("--module", help="the module it is about (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--global", "global_", is_flag=True, help="a note for every module")
+def note(text: str, kind: str | None, module: str | None, global_: bool) -> None:
     """Append a note to engram.md (say --confirmed or --hypothesis)."""
     from ..memory import append_note
 
     if kind is None:
         raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
+    target = resolve_target(module, global_)
     with _errors():
-        n = append_note(_root(), text, kind)
+        n = append_note(_root(), text, kind, module=target.module)
     click.echo(n.render())
 
 
@@ -380,10 +419,10 @@ def snapshot_list(limit: int) -> None:
     from ..memory.store import AgentPaths
 
     paths = AgentPaths(_root())
-    for seq in reversed(snapshots.list_ids(paths)[-limit:]):
-        data = snapshots.load(paths, seq) or {}
+    for ident in reversed(snapshots.list_ids(paths)[-limit:]):
+        data = snapshots.load(paths, ident) or {}
         kind = "complete" if data.get("complete", True) else "thinned"
-        click.echo(f"{data.get('id', seq)}  {data.get('time', '?')}  {data.get('module') or 'global'}  "
+        click.echo(f"{data.get('id', ident)}  {data.get('time', '?')}  {data.get('module') or 'global'}  "
                    f"[{kind}]  {data.get('decision', '(unreadable)')}")
 
 

@@ -2,22 +2,31 @@
 
 Sections, in the order they are printed:
 
-1. current task and the state at interruption
+1. the task and the state at interruption: the module's own
+   (``tasks/<module>.md``) and the global one (``current-task.md``)
 2. hard constraints (never trimmed)
 3. the latest decisions of the module and the global log, merged by time
-4. the snapshot of the latest decision
+4. the snapshot of the module's latest decision
 5. the module's file tree (scope globs, first 30 files)
-6. recent engram lines, confirmed and hypotheses apart
+6. recent engram lines of the module and global ones, confirmed and hypotheses apart
 7. the module's valid facts (stale flagged, invalid left out) and global facts
-8. the recent summary
+8. the recent summary (unless another module's session wrote it)
 9. backtrack: older decisions whose files or words match the current task
 10. warnings
+11. memory sync, when the store is shared: when this clone last synced (how
+    fresh its view of the other hosts is) and the newest decisions it got from them
+
+A module's briefing never shows another module's task, notes, decisions or
+facts.
 
 Budget: tokens are estimated with :func:`supervisor.tokens.estimate_tokens`
-(4 ASCII characters or 1 other character per token).  While the briefing is
-over budget, one item is removed from the least important section that still
-has items, in :data:`TRIM_ORDER`; the constraints are never trimmed.  Every
-trimmed section says how much went and the exact command that gets it back.
+(4 ASCII characters or 1 other character per token).  When the briefing is
+over budget, first every item longer than :func:`.briefing.item_cap` tokens is cut,
+with the exact command that prints it whole; then, while still over, one item
+is removed from the least important section that still has items, in
+:data:`TRIM_ORDER`; the constraints are never cut or trimmed
+(:mod:`.briefing`).  Every trimmed section says how much went and the command
+that gets it back.
 
 Secrets: the rendered text is redacted
 (:func:`~supervisor.session.redact.redact_text`; with the unit's secret
@@ -39,13 +48,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..memory import decisions, engram, facts, snapshots
+from ..memory import decisions, engram, facts, lineformat, snapshots
 from ..memory.decisions import Entry
 from ..memory.gitfiles import list_files, matches
 from ..memory.store import AgentPaths, read_text, validate_module
+from ..memory.sync import read_record
 from ..memory.task import read_task
 from ..session.redact import redact_text
 from ..tokens import estimate_tokens
+from .briefing import Section, cut_text, fit, item_cap, render
+
+__all__ = ["TRIM_ORDER", "Wakeup", "build_wakeup", "cut_text", "item_cap", "run_wakeup_command", "unit_wakeup"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.units import UnitSpec
@@ -56,6 +69,7 @@ TREE_FILES = 30
 ENGRAM_LINES = 12
 BACKTRACK_WINDOW = 500
 BACKTRACK_MAX = 5
+SYNC_DECISIONS = 3
 COMMAND_TIMEOUT = 30.0
 # least important first; "constraints" is never trimmed
 TRIM_ORDER = (
@@ -69,32 +83,13 @@ TRIM_ORDER = (
     "decisions",
     "warnings",
     "task",
+    "sync",
 )
 _STOPWORDS = frozenset(
     "the and for with that this from into when then than what which while will would should could have has "
     "been were are was not but all any each more most some such only also just over under after before about "
     "task state interruption current describe here make sure use using used file files module code work".split()
 )
-
-
-@dataclass
-class Section:
-    """A titled list of items; items are ordered most important first."""
-
-    key: str
-    title: str
-    items: list[str]
-    restore: str = ""  # the command that gets trimmed items back
-    empty_text: str = "(none)"
-    trimmed: int = 0
-
-    def render(self) -> str:
-        body = list(self.items)
-        if self.trimmed:
-            body.append(f"[trimmed {self.trimmed} item(s) to fit the budget; get them with: {self.restore}]")
-        if not body:
-            body = [self.empty_text]
-        return f"## {self.title}\n" + "\n".join(body)
 
 
 @dataclass(frozen=True)
@@ -104,9 +99,10 @@ class Wakeup:
     text: str
     tokens: int
     budget: int
-    trimmed: tuple[str, ...] = ()  # "decisions: 3 item(s) — agentd recall ..."
+    trimmed: tuple[str, ...] = ()  # "decisions: 3 item(s); get them with: agentd recall ..."
     warnings: tuple[str, ...] = field(default=())
     source: str = "briefing"  # or the unit's own [wakeup] command
+    cut: tuple[str, ...] = ()  # "decisions: 1 item(s) cut to 250 tokens"
 
 
 def _q(args: Sequence[str]) -> str:
@@ -117,17 +113,57 @@ def _module_args(module: str | None) -> list[str]:
     return ["--module", module, "--module", "global"] if module else ["--module", "global"]
 
 
+def _words(text: str) -> list[str]:
+    """The first words of ``text``, each short (recall matches substrings, so a prefix still finds it)."""
+    return [w[:24] for w in text.split()[:4]]
+
+
+def _decision_ref(e: Entry) -> str:
+    """The exact command that prints this decision whole."""
+    d = e.decision
+    if d.snapshot:
+        return _q(["agentd", "recall", "--kind", "decision", d.snapshot])
+    return _q(["agentd", "recall", "--kind", "decision", "--module", e.module or "global", d.time, *_words(d.decision)])
+
+
 # Sections --------------------------------------------------------------------------
 
-def _task_section(paths: AgentPaths, warnings: list[str], full_cmd: str) -> tuple[Section, str]:
-    task = read_task(paths)
-    if not paths.current_task.exists():
-        warnings.append(f"{paths.rel(paths.current_task)} is missing: run `agentd init` and describe the task")
-    elif task.empty:
-        warnings.append(f"the task in {paths.rel(paths.current_task)} is empty: describe the current task")
-    items = [f"State at interruption: {task.state or '(not set)'}"]
-    items += [ln for ln in task.body.splitlines() if ln.strip()]
-    return Section("task", "Current task", items, restore=full_cmd), task.body
+def _task_lines(info, tag: str) -> list[str]:
+    lines = [f"State at interruption: {info.state or '(not set)'}"]
+    lines += [ln for ln in info.body.splitlines() if ln.strip()]
+    return [f"{tag}{ln}" for ln in lines]
+
+
+def _task_section(paths: AgentPaths, module: str | None, warnings: list[str]) -> tuple[Section, str]:
+    """The module's task (tagged ``[module]``) and the global task (``[global]``); just the global one for no module."""
+    section = Section("task", "Current task", [])
+    glob = read_task(paths, None)
+    glob_file = paths.rel(paths.current_task)
+    if module is None:
+        if not paths.current_task.exists():
+            warnings.append(f"{glob_file} is missing: run `agentd init` and describe the task")
+        elif glob.empty:
+            warnings.append(f"the task in {glob_file} is empty: describe the current task")
+        for line in _task_lines(glob, ""):
+            section.add(line, _q(["cat", glob_file]))
+        return section, glob.body
+    own_path = paths.task(module)
+    own = read_task(paths, module)
+    own_file = paths.rel(own_path)
+    if own_path.exists():
+        if own.empty:
+            warnings.append(f"the task in {own_file} is empty: describe the module's task")
+        for line in _task_lines(own, f"[{module}] "):
+            section.add(line, _q(["cat", own_file]))
+    has_global = not glob.empty or not glob.state_empty
+    if has_global:
+        for line in _task_lines(glob, "[global] "):
+            section.add(line, _q(["cat", glob_file]))
+    if not own_path.exists() and not has_global:
+        warnings.append(f"no task for module {module}: `agentd task UNIT TEXT` writes {own_file} "
+                        f"(and the global task in {glob_file} is empty)")
+    text = "\n".join(part for part in (own.body if own_path.exists() else "", glob.body if has_global else "") if part)
+    return section, text
 
 
 def _constraints_section(paths: AgentPaths, warnings: list[str]) -> Section:
@@ -164,36 +200,41 @@ def _decisions_section(
 ) -> tuple[Section, list[Entry]]:
     latest, bad = decisions.latest_merged(paths, module, count)
     warnings.extend(_bad_warnings(paths, bad))
-    items = [_entry_line(e) for e in reversed(latest)]
     restore = _q(["agentd", "recall", "--kind", "decision", *_module_args(module)])
-    return Section("decisions", f"Latest decisions ({module or 'global'} + global, newest first)", items, restore), latest
+    section = Section("decisions", f"Latest decisions ({module or 'global'} + global, newest first)", [], restore)
+    for e in reversed(latest):
+        section.add(_entry_line(e), _decision_ref(e))
+    return section, latest
 
 
-def _snapshot_section(paths: AgentPaths, latest: list[Entry]) -> Section:
+def _snapshot_section(paths: AgentPaths, module: str | None, latest: list[Entry], scope: Sequence[str]) -> Section:
+    """The snapshot of the module's own latest decision (a global decision's was taken in another scope)."""
     section = Section("snapshot", "Snapshot of the latest decision", [], empty_text="(no snapshot recorded)")
-    if not latest or not latest[-1].decision.snapshot:
+    own = [e for e in latest if e.module == module and e.decision.snapshot]
+    if not own:
+        own = [e for e in decisions.latest(paths, module, 1)[0] if e.decision.snapshot]
+    if not own:
         return section
-    ident = latest[-1].decision.snapshot
+    ident = own[-1].decision.snapshot
     section.restore = _q(["agentd", "snapshot", "show", ident])
     try:
         data = snapshots.load_id(paths, ident)
     except Exception:  # noqa: BLE001 - a missing snapshot is reported, not fatal
-        section.items = [f"{ident}: file missing from {paths.rel(paths.snapshots)}"]
+        section.add(f"{ident}: file missing from {paths.rel(paths.snapshots)}")
         return section
-    items = [f"{data['id']} at {data.get('time')}: {data.get('decision', '')}"]
+    section.add(f"{data['id']} at {data.get('time')}: {data.get('decision', '')}")
     if data.get("task_head"):
-        items.append(f"task then: {data['task_head']}")
+        section.add(f"task then: {data['task_head']}")
     if data.get("state_at_interruption"):
-        items.append(f"state then: {data['state_at_interruption']}")
+        section.add(f"state then: {data['state_at_interruption']}")
     changed = data.get("changed") or {}
     for kind in ("modified", "added", "removed"):
-        names = changed.get(kind) or []
+        names = [n for n in changed.get(kind) or [] if matches(n, scope)]
         if names:
             shown = ", ".join(names[:15]) + (f" (+{len(names) - 15} more)" if len(names) > 15 else "")
-            items.append(f"{kind} since {data.get('previous') or 'the first snapshot'}: {shown}")
+            section.add(f"{kind} since {data.get('previous') or 'the first snapshot'}: {shown}")
     if data.get("note"):
-        items.append(f"note: {data['note']}")
-    section.items = items
+        section.add(f"note: {data['note']}")
     return section
 
 
@@ -209,20 +250,29 @@ def _tree_section(paths: AgentPaths, scope: Sequence[str], full_cmd: str) -> Sec
     return Section("tree", f"Module files ({where}; first {TREE_FILES})", items, restore=full_cmd)
 
 
-def _engram_sections(paths: AgentPaths) -> list[Section]:
-    notes = list(reversed(engram.recent(paths, ENGRAM_LINES)))
-    confirmed = [f"- [{n.time}] {n.text}" for n in notes if n.kind == "confirmed"]
-    other = [f"- [{n.time}] [{n.kind}] {n.text}" for n in notes if n.kind != "confirmed"]
-    return [
-        Section("confirmed", "Engram: confirmed (newest first)", confirmed,
-                restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "confirmed"])),
-        Section("hypotheses", "Engram: hypotheses, not yet confirmed (newest first)", other,
-                restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "hypothesis"])),
-    ]
+def _note_ref(n: engram.Note) -> str:
+    return _q(["agentd", "recall", "--kind", "engram", f"[{n.time}]", *_words(n.text)])
+
+
+def _engram_sections(paths: AgentPaths, module: str | None) -> list[Section]:
+    notes = list(reversed(engram.recent(paths, ENGRAM_LINES, module)))
+    mod = _module_args(module)
+    confirmed = Section("confirmed", "Engram: confirmed (newest first)", [],
+                        restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "confirmed", *mod]))
+    other = Section("hypotheses", "Engram: hypotheses, not yet confirmed (newest first)", [],
+                    restore=_q(["agentd", "recall", "--kind", "engram", "--tag", "hypothesis", *mod]))
+    for n in notes:
+        where = f"({n.module}) " if module is not None and n.module else ""
+        if n.kind == "confirmed":
+            confirmed.add(f"- [{n.time}] {where}{n.text}", _note_ref(n))
+        else:
+            other.add(f"- [{n.time}] [{n.kind}] {where}{n.text}", _note_ref(n))
+    return [confirmed, other]
 
 
 def _facts_section(paths: AgentPaths, module: str | None, warnings: list[str]) -> Section:
-    items = []
+    restore = _q(["agentd", "recall", "--kind", "fact", *_module_args(module)])
+    section = Section("facts", f"Facts ({module or 'global'}{' + global' if module else ''})", [], restore)
     for mod in ([module] if module else []) + [None]:
         for fact in facts.load(paths, mod):
             if fact.status == "invalid":
@@ -232,18 +282,30 @@ def _facts_section(paths: AgentPaths, module: str | None, warnings: list[str]) -
             if status == "stale":
                 flag = "[STALE: source changed] "
                 warnings.append(f"fact {fact.id} is stale: {fact.source} changed (run `agentd fact check`)")
-            items.append(f"- {fact.id} {flag}{fact.text} (source: {fact.source or 'engram'})")
-    restore = _q(["agentd", "recall", "--kind", "fact", *_module_args(module)])
-    return Section("facts", f"Facts ({module or 'global'}{' + global' if module else ''})", items, restore)
+            section.add(f"- {fact.id} {flag}{fact.text} (source: {fact.source or 'engram'})",
+                        _q(["agentd", "recall", "--kind", "fact", fact.id]))
+    return section
 
 
-def _summary_section(paths: AgentPaths, full_cmd: str) -> Section:
-    lines = [ln for ln in read_text(paths.recent_summary).splitlines() if not re.fullmatch(r"#\s*Recent summary\s*", ln.strip(), re.I)]
+_SUMMARY_MODULE_RE = re.compile(r"\bfor module ([A-Za-z0-9][A-Za-z0-9_.-]*?)[:.,;]?(?:\s|$)")
+
+
+def _summary_section(paths: AgentPaths, module: str | None, full_cmd: str) -> Section:
+    """The latest session summary, unless it was written for another module."""
+    text = read_text(paths.recent_summary)
+    section = Section("summary", "Recent summary", [], restore=full_cmd)
+    m = _SUMMARY_MODULE_RE.search(text[:1000])
+    if m and m.group(1) not in ("global", module or "global"):
+        section.empty_text = f"(the latest summary is module {m.group(1)}'s, not shown here)"
+        return section
+    lines = [ln for ln in text.splitlines() if not re.fullmatch(r"#\s*Recent summary\s*", ln.strip(), re.I)]
     while lines and not lines[0].strip():
         lines.pop(0)
     while lines and not lines[-1].strip():
         lines.pop()
-    return Section("summary", "Recent summary", lines, restore=full_cmd)
+    for line in lines:
+        section.add(line, _q(["cat", paths.rel(paths.recent_summary)]))
+    return section
 
 
 def task_terms(task_text: str) -> tuple[list[str], list[str]]:
@@ -261,13 +323,13 @@ def _backtrack_section(paths: AgentPaths, module: str | None, task_text: str, sh
     section = Section("backtrack", "Backtrack: older decisions that match the task", [], restore=restore)
     if not path_like and not words:
         return section
-    seen = {(e.path, e.offset) for e in shown}
+    seen = {e.decision.snapshot or (e.path, e.offset) for e in shown}
     pool, _ = decisions.latest(paths, None, BACKTRACK_WINDOW)
     if module is not None:
         pool += decisions.latest(paths, module, BACKTRACK_WINDOW)[0]
     scored = []
     for e in pool:
-        if (e.path, e.offset) in seen:
+        if (e.decision.snapshot or (e.path, e.offset)) in seen:
             continue
         d = e.decision
         hay = f"{d.decision} {d.why} {d.alternatives}".lower()
@@ -276,15 +338,40 @@ def _backtrack_section(paths: AgentPaths, module: str | None, task_text: str, sh
         if path_hits or word_hits >= 2:
             scored.append((path_hits * 3 + word_hits, e.sort_key(), e))
     scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
-    section.items = [_entry_line(e) for _, _, e in scored[:BACKTRACK_MAX]]
+    for _, _, e in scored[:BACKTRACK_MAX]:
+        section.add(_entry_line(e), _decision_ref(e))
+    return section
+
+
+def _sync_section(paths: AgentPaths, module: str | None, warnings: list[str]) -> Section | None:
+    """How fresh this clone's view of the other hosts is, and the newest decisions they sent (None: never synced)."""
+    record = read_record(paths)
+    if record is None:
+        return None
+    section = Section("sync", "Memory sync (other hosts)", [], restore=_q(["agentd", "log", "--all"]))
+    where = f"{record.remote}/{record.branch}"
+    if record.time:
+        section.add(f"memory from other hosts as of the last sync with {where}: {record.time} (commit {record.commit[:12]})")
+    else:
+        section.add(f"never synced with {where} yet: nothing from other hosts")
+    if record.error:
+        warnings.append(f"the last sync attempt ({record.last_attempt}) failed: {record.error}")
+    got = []
+    for stem_module in dict.fromkeys([module, None]):
+        for line in record.received.get(paths.log_stem(stem_module), []):
+            try:
+                got.append(Entry(lineformat.parse(line), stem_module, paths.decisions(stem_module), 0))
+            except lineformat.LineError:
+                continue
+    got.sort(key=Entry.sort_key, reverse=True)
+    if got:
+        section.add(f"newest decisions received from other hosts ({record.received_total} in all):")
+    for e in got[:SYNC_DECISIONS]:
+        section.add(_entry_line(e), _decision_ref(e))
     return section
 
 
 # Assembly --------------------------------------------------------------------------
-
-def _render(header: str, sections: list[Section]) -> str:
-    return header + "\n\n" + "\n\n".join(s.render() for s in sections) + "\n"
-
 
 def build_wakeup(
     root: Path,
@@ -306,54 +393,40 @@ def build_wakeup(
     full_args = ["agentd", "wakeup", *(["--module", module] if module else [])]
     full_args += [a for p in scope for a in ("--scope", p)]
 
-    task_sec, task_text = _task_section(paths, warnings, "")
+    task_sec, task_text = _task_section(paths, module, warnings)
     constraints = _constraints_section(paths, warnings)
     dec_sec, latest = _decisions_section(paths, module, decision_count, warnings)
-    snap_sec = _snapshot_section(paths, latest)
+    snap_sec = _snapshot_section(paths, module, latest, scope)
     tree_sec = _tree_section(paths, scope, "")
-    engram_secs = _engram_sections(paths)
+    engram_secs = _engram_sections(paths, module)
     fact_sec = _facts_section(paths, module, warnings)
-    summary_sec = _summary_section(paths, "")
+    summary_sec = _summary_section(paths, module, "")
     back_sec = _backtrack_section(paths, module, task_text, latest)
+    sync_sec = _sync_section(paths, module, warnings)
     warnings = list(dict.fromkeys(warnings))
     warn_sec = Section("warnings", "Warnings", list(warnings))
-    sections = [task_sec, constraints, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec, warn_sec]
+    sections = [task_sec, constraints, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec,
+                warn_sec, *([sync_sec] if sync_sec else [])]
 
     header = f"# Wakeup briefing: module {module or 'global'}"
-    untrimmed = estimate_tokens(_render(header, sections))
+    untrimmed = estimate_tokens(render(header, sections))
     full_cmd = _q([*full_args, "--budget", str(max(untrimmed * 2, budget))])
     for s in (task_sec, tree_sec, summary_sec, warn_sec):
         s.restore = full_cmd
     header += f" (budget {budget} tokens; tokens estimated as 4 ASCII chars or 1 other char each)"
-    text = _trim(header, sections, budget)
+    text = fit(header, sections, budget, TRIM_ORDER)
     tokens = estimate_tokens(text)
     if tokens > budget:
         warnings.append(f"the briefing needs {tokens} tokens, over the budget of {budget}: the constraints alone are too long")
         warn_sec.items = list(warnings)
-        text = _render(header, sections)
+        text = render(header, sections)
         tokens = estimate_tokens(text)
     redacted = redact_text(text)
     if redacted != text:
         text, tokens = redacted, estimate_tokens(redacted)
     trimmed = tuple(f"{s.key}: {s.trimmed} item(s); get them with: {s.restore}" for s in sections if s.trimmed)
-    return Wakeup(text=text, tokens=tokens, budget=budget, trimmed=trimmed, warnings=tuple(warnings))
-
-
-def _trim(header: str, sections: list[Section], budget: int) -> str:
-    """Remove items, least important section first, until the text fits (or nothing is left)."""
-    by_key = {s.key: s for s in sections}
-    order = [by_key[k] for k in TRIM_ORDER if k in by_key]
-    text = _render(header, sections)
-    cost = estimate_tokens(text)
-    for section in order:
-        while cost > budget and section.items:
-            section.items.pop()
-            section.trimmed += 1
-            text = _render(header, sections)
-            cost = estimate_tokens(text)
-        if cost <= budget:
-            break
-    return text
+    cut = tuple(f"{s.key}: {s.cut} item(s) cut to {item_cap(budget)} tokens" for s in sections if s.cut)
+    return Wakeup(text=text, tokens=tokens, budget=budget, trimmed=trimmed, warnings=tuple(warnings), cut=cut)
 
 
 # Unit-defined wakeup commands ------------------------------------------------------

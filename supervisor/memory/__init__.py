@@ -1,10 +1,13 @@
 """The ``.agent/`` memory store: plain files written only through this package.
 
 One module per idea: :mod:`.store` (paths, lock, durable writes),
-:mod:`.lineformat` (the decision line), :mod:`.decisions` (logs and epochs),
-:mod:`.snapshots`, :mod:`.gitfiles` (scope files and blob hashes),
-:mod:`.task`, :mod:`.engram`, :mod:`.facts`, :mod:`.recall`,
-:mod:`.checkpoint` (for the supervisor), :mod:`.doctor`, :mod:`.scaffold`.
+:mod:`.ids` (snapshot and fact ids without counters), :mod:`.lineformat`
+(the decision line), :mod:`.decisions` (logs and epochs), :mod:`.snapshots`,
+:mod:`.gitfiles` (scope files and blob hashes), :mod:`.task` (per module and
+global), :mod:`.engram`, :mod:`.facts`, :mod:`.recall`, :mod:`.flush` (for the
+supervisor), :mod:`.doctor`, :mod:`.scaffold`, :mod:`.gitmeta` (git
+attributes and ignores), :mod:`.sync` (``agentd sync``) and :mod:`.normalize`
+(what a union merge leaves twice).
 The briefing built from all of it is :mod:`supervisor.continuity.wakeup`.
 """
 

@@ -4,6 +4,10 @@
 When a live log holds :data:`EPOCH_SIZE` decisions it is renamed to the next
 ``<stem>-epoch-N.log``; readers walk epochs backwards only as far as needed,
 and :func:`iter_all` (recall, doctor) covers every epoch.
+
+Logs merged from two clones (union merges, see :mod:`.sync`) may hold a line
+twice or a little out of time order; readers skip repeated lines and order
+by time, then snapshot id, so every clone reads the same decisions the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from . import lineformat, snapshots
 from .gitfiles import scope_hashes
 from .lineformat import Decision, LineError
+from .ids import snapshot_id_for, ulid
 from .store import (
     AgentPaths,
     StoreError,
@@ -26,13 +31,12 @@ from .store import (
     format_time,
     read_state,
     require_store,
-    snapshot_id,
     store_lock,
     validate_module,
     write_state,
 )
 from .tail import RawLine, all_lines, line_number, tail_lines
-from .task import read_task
+from .task import effective_task
 
 EPOCH_SIZE = 50
 _GLOBAL_EPOCH_RE = re.compile(r"decisions-epoch-(\d+)\.log")
@@ -48,9 +52,9 @@ class Entry:
     path: Path
     offset: int
 
-    def sort_key(self) -> tuple[str, int, int]:
-        """Time, then snapshot sequence (global and increasing), then file position."""
-        return (self.decision.time, self.decision.snapshot_seq, self.offset)
+    def sort_key(self) -> tuple[str, str, int]:
+        """Time, then snapshot id (increasing, comparable across hosts), then file position."""
+        return (self.decision.time, self.decision.snapshot_key, self.offset)
 
 
 @dataclass(frozen=True)
@@ -133,28 +137,32 @@ def record_decision(
 ) -> Recorded:
     """Validate, snapshot and append one decision; nothing is written if validation fails.
 
-    Hashing the scope happens before taking the lock (it is the slow part);
-    allocating the snapshot id, writing the snapshot, appending the line and
-    rolling the epoch happen under the lock.
+    Hashing the scope happens before taking the lock (it is the slow part).
+    Under the lock, in this order, so that a kill at any point leaves no two
+    decisions sharing a snapshot: the new id is reserved (``local/state.json``
+    saved first, and the id is a ULID greater than every id this store handed
+    out, whose file must not exist yet); the snapshot is written; the line is
+    appended; the log is rolled.  A kill before the append leaves at most an
+    unreferenced snapshot, never a line pointing at another decision's.
     """
     paths = AgentPaths(Path(root))
     require_store(paths)
     module = validate_module(module)
-    draft = build_decision(text, why, tags=tags, files=files, alternatives=alternatives, now=now)
+    when = now or datetime.now()
+    draft = build_decision(text, why, tags=tags, files=files, alternatives=alternatives, now=when)
     scope = [p for p in scope_paths if p.strip()]
     hashed = scope_hashes(paths.root, scope)
-    task = read_task(paths)
+    task = effective_task(paths, module)
     log = paths.decisions(module)
-    key = module or "global"
     with store_lock(paths):
         state = read_state(paths)
-        seq = int(state["snapshot_seq"]) + 1
-        sid = snapshot_id(seq)
+        previous = _previous_snapshot(paths, state, module)
+        sid = _reserve_snapshot_id(paths, state, when, module)
         decision = dataclasses.replace(draft, snapshot=sid)
         line = lineformat.render(decision)
         snapshots.write_snapshot(
             paths,
-            seq,
+            sid,
             time=decision.time,
             module=module,
             decision=decision.decision,
@@ -166,16 +174,41 @@ def record_decision(
             state=task.state,
             scope=scope,
             scope_files=hashed,
-            previous_seq=state["last_snapshot_by_module"].get(key),
+            previous=previous,
         )
         append_line(log, line)
-        rolled = _maybe_roll(paths, module, state)
-        state["snapshot_seq"] = seq
-        state["last_snapshot"] = sid
-        state["last_snapshot_by_module"][key] = seq
-        snapshots.thin_old(paths, state, seq)
-        write_state(paths, state)
+        rolled = _maybe_roll(paths, module)
     return Recorded(line=line, path=log, snapshot=sid, rolled_to=rolled)
+
+
+def _previous_snapshot(paths: AgentPaths, state: dict, module: str | None) -> str | None:
+    """The snapshot of the log's latest decision: this clone's note of it, else the log's tail (lock held)."""
+    noted = (state.get("last_by_log") or {}).get(paths.log_stem(module))
+    if isinstance(noted, str) and paths.snapshot(noted).exists():
+        return noted
+    entries = [e for e in latest(paths, module, 1)[0] if e.decision.snapshot]
+    return entries[-1].decision.snapshot if entries else None
+
+
+def _reserve_snapshot_id(paths: AgentPaths, state: dict, when: datetime, module: str | None) -> str:
+    """A snapshot id no decision has used, saved in ``local/state.json`` before anything else (lock held).
+
+    The id is a ULID above every id this store handed out (``last_snapshot``)
+    whose file does not exist.  Saving it first means that however the
+    process dies afterwards, the id is never handed out again.
+    """
+    last = state.get("last_snapshot") or ""
+    after = last.removeprefix("snapshot-") if last.startswith("snapshot-") else None
+    while True:
+        sid = snapshot_id_for(ulid(when, after=after))
+        if not paths.snapshot(sid).exists():
+            break
+        after = sid.removeprefix("snapshot-")
+    state["last_snapshot"] = sid
+    state.setdefault("last_by_log", {})[paths.log_stem(module)] = sid
+    snapshots.thin_old(paths, state, sid)
+    write_state(paths, state)
+    return sid
 
 
 def _count_lines(path: Path) -> int:
@@ -186,19 +219,17 @@ def _count_lines(path: Path) -> int:
     return count
 
 
-def _maybe_roll(paths: AgentPaths, module: str | None, state: dict) -> Path | None:
+def _maybe_roll(paths: AgentPaths, module: str | None) -> Path | None:
     """Rename the live log to the next epoch once it holds EPOCH_SIZE lines (lock held)."""
     log = paths.decisions(module)
     if _count_lines(log) < EPOCH_SIZE:
         return None
-    stem = paths.log_stem(module)
-    info = state["logs"].setdefault(stem, {"epochs": 0})
-    number = int(info.get("epochs", 0)) + 1
-    while paths.epoch(module, number).exists():  # state lost or logs copied in
-        number += 1
+    number = _latest_epoch(paths, module) + 1
     target = paths.epoch(module, number)
     os.rename(log, target)
-    info["epochs"] = number
+    state = read_state(paths)
+    state.setdefault("epochs", {})[paths.log_stem(module)] = number
+    write_state(paths, state)  # a cache for readers (see _latest_epoch)
     return target
 
 
@@ -214,39 +245,49 @@ def epoch_numbers(paths: AgentPaths, module: str | None) -> list[int]:
 
 
 def _latest_epoch(paths: AgentPaths, module: str | None) -> int:
-    """Newest epoch number: from state.json when it agrees with the disk, else a scan."""
-    info = read_state(paths)["logs"].get(paths.log_stem(module), {})
-    number = int(info.get("epochs", 0))
-    if number and paths.epoch(module, number).exists() and not paths.epoch(module, number + 1).exists():
-        return number
+    """Newest epoch number on disk (0 when the log never rolled).
+
+    This clone's cache (``local/state.json``) is trusted when the disk agrees
+    (epoch N exists, N+1 does not), which costs two ``stat`` calls; otherwise
+    (a fresh clone, epochs merged in from another) the directory is scanned.
+    """
+    cached = (read_state(paths).get("epochs") or {}).get(paths.log_stem(module))
+    if isinstance(cached, int) and cached > 0 and paths.epoch(module, cached).exists() \
+            and not paths.epoch(module, cached + 1).exists():
+        return cached
     found = epoch_numbers(paths, module)
     return found[-1] if found else 0
+
+
+#: Extra lines read beyond what is asked, so that lines a merge left slightly out of order are still seen.
+MERGE_SLACK = 16
 
 
 def latest(paths: AgentPaths, module: str | None, count: int) -> tuple[list[Entry], list[BadLine]]:
     """The newest ``count`` decisions of one log (oldest first) and bad lines met on the way.
 
     Reads only the tail of the live log, then the tails of the newest epochs
-    until ``count`` decisions are found.
+    until ``count`` decisions are found; a line seen twice counts once.
     """
     entries: list[Entry] = []
     bad: list[BadLine] = []
     if count <= 0:
         return entries, bad
-    files = [paths.decisions(module)]
+    seen: set[str] = set()
+    path = paths.decisions(module)
     epoch = _latest_epoch(paths, module)
     while True:
-        path = files[-1]
-        need = count - len(entries)
-        got: list[Entry] = []
-        for raw in tail_lines(path, need + 2):
+        for raw in tail_lines(path, count + MERGE_SLACK):
+            if raw.text in seen:
+                continue
+            seen.add(raw.text)
             item = _parse_raw(raw, path, module)
-            (got if isinstance(item, Entry) else bad).append(item)  # type: ignore[arg-type]
-        entries = got[-need:] + entries
+            (entries if isinstance(item, Entry) else bad).append(item)  # type: ignore[arg-type]
         if len(entries) >= count or epoch <= 0:
             break
-        files.append(paths.epoch(module, epoch))
+        path = paths.epoch(module, epoch)
         epoch -= 1
+    entries.sort(key=Entry.sort_key)
     return entries[-count:], bad
 
 
@@ -285,9 +326,13 @@ def files_of(paths: AgentPaths, module: str | None) -> list[Path]:
 
 
 def iter_all(paths: AgentPaths, module: str | None) -> Iterator[Entry | BadLine]:
-    """Every line of every epoch of ``module``'s log, parsed, oldest first."""
+    """Every line of every epoch of ``module``'s log, parsed, in file order; a repeated line once."""
+    seen: set[str] = set()
     for path in files_of(paths, module):
         for raw in all_lines(path):
+            if raw.text in seen:
+                continue
+            seen.add(raw.text)
             yield _parse_raw(raw, path, module)
 
 

@@ -72,7 +72,6 @@ def diagnose(root: Path) -> list[Finding]:
         (paths.constraints, "create it with `agentd init` or by hand"),
         (paths.current_task, "create it with `agentd init` or by hand"),
         (paths.engram, "create it with `agentd init`"),
-        (paths.state, "create it with `agentd init`"),
     ):
         if not path.exists():
             out.append(Finding("error", paths.rel(path), f"missing: {hint}"))

@@ -1,8 +1,15 @@
 """``facts/<module>.md``: stable facts, each tied to the source lines it came from.
 
-One fact per line::
+One fact per line, each with its id::
 
-    - [F-7] [valid] The loader reads etc/agentd.toml first | source: supervisor/settings.py:96-103 | sha: 1f2e3d4c5b6a | added: 2026-11-30 14:32
+    - [F-k3x9q2mz] [valid] The loader reads etc/agentd.toml first | source: supervisor/settings.py:96-103 | sha: 1f2e3d4c5b6a | added: 2026-11-30 14:32
+
+Ids are random (:func:`.ids.new_fact_id`), so two clones never mint the same
+one; old ``F-7`` ids still parse.  Because a fact is one line, files edited
+on two clones merge line by line (``merge=union``); a fact whose line was
+changed on both sides then appears twice, and :func:`merge_duplicates` keeps
+one deterministically (an invalidation wins, then stale over valid, then
+the greater line), which every reader applies and ``agentd sync`` writes back.
 
 ``sha`` is a hash of the cited lines; ``agentd fact check`` re-reads them and
 marks the fact ``stale`` when they changed (and ``valid`` again if they are
@@ -20,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import engram
+from .ids import IdError, new_fact_id, parse_fact_id
 from .lineformat import _split_unescaped, _unescape, escape
 from .store import (
     GLOBAL,
@@ -27,16 +35,15 @@ from .store import (
     StoreError,
     atomic_write,
     format_time,
-    read_state,
     read_text,
     require_store,
     store_lock,
     validate_module,
-    write_state,
 )
 
 STATUSES = ("valid", "stale", "invalid")
-_HEAD_RE = re.compile(r"-\s*\[(F-\d+)\]\s*\[(valid|stale|invalid)\]\s*(.*)")
+_RANK = {"valid": 0, "stale": 1, "invalid": 2}
+_HEAD_RE = re.compile(r"-\s*\[(F-[0-9A-Za-z]+)\]\s*\[(valid|stale|invalid)\]\s*(.*)")
 _SOURCE_RE = re.compile(r"(?P<path>[^:]+):(?P<start>\d+)(?:-(?P<end>\d+))?")
 
 
@@ -115,14 +122,43 @@ def lines_hash(root: Path, source: str) -> str:
 
 
 def load(paths: AgentPaths, module: str | None) -> list[Fact]:
-    """Every fact of ``module`` (None: global), in file order."""
+    """Every fact of ``module`` (None: global), in file order, one per id (:func:`merge_duplicates`)."""
     name = module or GLOBAL
     out = []
     for lineno, text in enumerate(read_text(paths.facts(module)).splitlines(), start=1):
         fact = parse_line(text, name, lineno)
         if fact is not None:
             out.append(fact)
-    return out
+    return merge_duplicates(out)
+
+
+def merge_duplicates(facts: list[Fact]) -> list[Fact]:
+    """One fact per id, where the first copy stood: invalid > stale > valid, then the greater line.
+
+    The choice depends only on the copies, not on their order, so every
+    clone that merges the same two versions keeps the same line.
+    """
+    best: dict[str, Fact] = {}
+    order: list[str] = []
+    for fact in facts:
+        have = best.get(fact.id)
+        if have is None:
+            order.append(fact.id)
+            best[fact.id] = fact
+        elif (_RANK[fact.status], fact.render()) > (_RANK[have.status], have.render()):
+            best[fact.id] = replace(fact, line=have.line)
+    return [best[i] for i in order]
+
+
+def rewrite_if_duplicated(paths: AgentPaths, module: str | None) -> bool:
+    """Rewrite ``module``'s facts file with one line per id when a merge left an id twice (lock held)."""
+    lines = read_text(paths.facts(module)).splitlines()
+    count = sum(1 for text in lines if parse_line(text, module or GLOBAL) is not None)
+    merged = load(paths, module)
+    if count == len(merged):
+        return False
+    _save(paths, module, merged)
+    return True
 
 
 def modules(paths: AgentPaths) -> list[str | None]:
@@ -142,16 +178,13 @@ def _save(paths: AgentPaths, module: str | None, facts: list[Fact]) -> None:
     atomic_write(paths.facts(module), header + "".join(f.render() + "\n" for f in facts))
 
 
-def _next_id(paths: AgentPaths, state: dict, taken: set[str] | None = None) -> str:
-    """Next unused ``F-N`` (state.json counter, checked against the files); lock held."""
+def _next_id(paths: AgentPaths, taken: set[str] | None = None) -> str:
+    """A fresh fact id, unused in this store (lock held); random, so other clones cannot mint it too."""
     if taken is None:
         taken = {f.id for f in load_all(paths)}
-    seq = int(state.get("fact_seq", 0)) + 1
-    while f"F-{seq}" in taken:
-        seq += 1
-    state["fact_seq"] = seq
-    taken.add(f"F-{seq}")
-    return f"F-{seq}"
+    ident = new_fact_id(taken)
+    taken.add(ident)
+    return ident
 
 
 def add_fact(root: Path, module: str | None, text: str, source: str, *, now: datetime | None = None) -> Fact:
@@ -164,9 +197,8 @@ def add_fact(root: Path, module: str | None, text: str, source: str, *, now: dat
         raise StoreError("the fact is empty: state the fact")
     sha = lines_hash(paths.root, source)
     with store_lock(paths):
-        state = read_state(paths)
         fact = Fact(
-            id=_next_id(paths, state),
+            id=_next_id(paths),
             status="valid",
             text=text,
             module=module or GLOBAL,
@@ -175,7 +207,6 @@ def add_fact(root: Path, module: str | None, text: str, source: str, *, now: dat
             added=format_time(now or datetime.now()),
         )
         _save(paths, module, [*load(paths, module), fact])
-        write_state(paths, state)
     return fact
 
 
@@ -215,14 +246,15 @@ def invalidate(root: Path, fact_id: str, why: str, *, now: datetime | None = Non
     why = " ".join(why.split())
     if not why:
         raise StoreError("say why the fact is invalid (--why)")
-    fact_id = fact_id.strip().upper()
-    if not fact_id.startswith("F-"):
-        fact_id = f"F-{fact_id}"
+    try:
+        fact_id = parse_fact_id(fact_id)
+    except IdError as exc:
+        raise StoreError(str(exc)) from None
     with store_lock(paths):
         for module in modules(paths):
             facts = load(paths, module)
             for i, fact in enumerate(facts):
-                if fact.id == fact_id:
+                if fact.id.upper() == fact_id.upper():
                     stamp = format_time(now or datetime.now())
                     facts[i] = replace(fact, status="invalid", invalid_why=f"{why} ({stamp})")
                     _save(paths, module, facts)
@@ -231,10 +263,12 @@ def invalidate(root: Path, fact_id: str, why: str, *, now: datetime | None = Non
 
 
 def promote(root: Path, module: str | None = None, *, now: datetime | None = None) -> list[Fact]:
-    """Move confirmed engram notes into ``module``'s facts; archive them; keep open hypotheses.
+    """Move confirmed engram notes into facts; archive the notes; keep open hypotheses.
 
-    Returns the new facts.  All notes except hypotheses go to
-    ``engram-archive.md``; engram.md keeps only the hypotheses.
+    With ``module``: that module's notes and the global ones go to its facts;
+    other modules' notes stay in the engram untouched.  Without: every note,
+    each to its own module's facts (global notes to the global facts).
+    Returns the new facts.
     """
     paths = AgentPaths(Path(root))
     require_store(paths)
@@ -242,24 +276,25 @@ def promote(root: Path, module: str | None = None, *, now: datetime | None = Non
     stamp = format_time(now or datetime.now())
     with store_lock(paths):
         notes = engram.all_notes(paths.engram)
-        confirmed = [n for n in notes if n.kind == "confirmed"]
-        keep = [n for n in notes if n.kind == "hypothesis"]
-        state = read_state(paths)
-        facts = load(paths, module)
-        new = []
+        mine = [n for n in notes if module is None or n.visible_to(module)]
+        target = {id(n): (module if module is not None else n.module) for n in mine}
+        keep = [n for n in notes if n.kind == "hypothesis" or id(n) not in target]
         taken = {f.id for f in load_all(paths)}
-        for note in confirmed:
-            fact = Fact(
-                id=_next_id(paths, state, taken),
+        new: dict[str | None, list[Fact]] = {}
+        for note in mine:
+            if note.kind != "confirmed":
+                continue
+            dest = target[id(note)]
+            new.setdefault(dest, []).append(Fact(
+                id=_next_id(paths, taken),
                 status="valid",
                 text=note.text,
-                module=module or GLOBAL,
+                module=dest or GLOBAL,
                 source="engram",
                 added=note.time,
-            )
-            new.append(fact)
-        if new:
-            _save(paths, module, facts + new)
-            write_state(paths, state)
-        engram.rewrite_keeping(paths, keep, [n for n in notes if n.kind != "hypothesis"], stamp)
-    return new
+            ))
+        for dest in sorted(new, key=lambda m: m or ""):
+            _save(paths, dest, load(paths, dest) + new[dest])
+        archived = [n for n in mine if n.kind != "hypothesis"]
+        engram.rewrite_keeping(paths, keep, archived, stamp)
+    return [f for dest in sorted(new, key=lambda m: m or "") for f in new[dest]]

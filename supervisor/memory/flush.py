@@ -39,12 +39,12 @@ def _file_digest(path: Path) -> bytes:
 
 
 def memory_fingerprint(root: Path, module: str | None) -> str:
-    """Digest of engram.md, current-task.md, decisions.log and the module's log (and its newest epoch)."""
+    """Digest of engram.md, current-task.md, decisions.log and the module's task and log (and its newest epoch)."""
     paths = AgentPaths(Path(root))
     module = validate_module(module)
     files = [paths.engram, paths.current_task, paths.decisions(None)]
     if module is not None:
-        files.append(paths.decisions(module))
+        files += [paths.decisions(module), paths.task(module)]
     h = hashlib.sha256()
     for path in files:
         h.update(_file_digest(path))
@@ -76,6 +76,7 @@ def write_auto_checkpoint(
         f"agent did not confirm the checkpoint ({reason}); module {module or 'global'}; "
         "recent-summary.md was written from the transcript tail",
         "auto",
+        module=module,
         now=now,
     )
     # Redact before cutting: a cut through a secret would leave a piece no pattern knows.

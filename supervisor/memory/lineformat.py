@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .ids import snapshot_sort_key
+
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 KNOWN_TAGS = ("arch", "naming", "deps", "pitfall", "constraint", "task")
 
@@ -77,9 +79,14 @@ class Decision:
 
     @property
     def snapshot_seq(self) -> int:
-        """Numeric part of the snapshot id, -1 when there is none (sort tie-breaker)."""
-        m = re.search(r"(\d+)", self.snapshot)
+        """Number of an old numbered snapshot id (``snapshot-014``), -1 for none or a ULID id."""
+        m = re.fullmatch(r"snapshot-0*(\d+)", self.snapshot)
         return int(m.group(1)) if m else -1
+
+    @property
+    def snapshot_key(self) -> str:
+        """Sort key of the snapshot id (numbered ids before ULIDs; ``""`` for none): the tie-breaker."""
+        return snapshot_sort_key(self.snapshot) if self.snapshot else ""
 
 
 def check_why(why: str) -> None:
@@ -158,6 +165,8 @@ def parse(line: str) -> Decision:
     m = _HEAD_RE.match(text)
     if not m:
         raise LineError("does not start with a [YYYY-MM-DD HH:MM] timestamp")
+    if (len(text) - len(text.rstrip("\\"))) % 2:
+        raise LineError("ends inside a backslash escape (a line cut short)")
     time = m.group(1)
     pos = m.end()
     tags: list[str] = []

@@ -1,9 +1,11 @@
 """``agentd recall``: deterministic keyword and path search over decisions, facts and engram.
 
 No model and no embeddings: an item matches when every word appears in it
-(case-insensitive substring), when its files match ``--path`` (a scope glob;
-either side may be the glob), when it carries ``--tag``, and when it belongs
-to ``--module``.  Results are newest first; ties keep a fixed order.
+(case-insensitive substring; a decision's time and snapshot id and a fact's
+id count as words of it, so ``agentd recall snapshot-01JD...`` finds exactly one
+decision), when its files match ``--path`` (a scope glob; either side may be
+the glob), when it carries ``--tag``, and when it belongs to ``--module``.
+Results are newest first; ties keep a fixed order.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Hit:
     module: str | None
     text: str
     where: str  # "path:line" or "path" relative to the project root
-    order: tuple[int, int]  # tie-breaker: (snapshot seq or -1, position)
+    order: tuple[str, int]  # tie-breaker: (snapshot sort key or "", position)
 
     def render(self) -> str:
         return f"{self.text}    ({self.kind}, {self.module or 'global'}, {self.where})"
@@ -55,9 +57,8 @@ def recall(
 ) -> list[Hit]:
     """Every matching item, newest first (see the module docstring).
 
-    ``modules`` restricts decisions and facts to those modules ("global" is the
-    global log); the engram is not per module, so it is searched only when no
-    module is given.
+    ``modules`` restricts decisions, facts and engram notes to those modules
+    ("global" is the global log and the notes without a module).
     """
     paths = AgentPaths(Path(root))
     for m in modules:
@@ -72,8 +73,8 @@ def recall(
         hits += _decisions(paths, words, tag, path, modules)
     if "fact" in kinds and tag is None:
         hits += _facts(paths, words, path, modules)
-    if "engram" in kinds and path is None and not modules:
-        hits += _engram(paths, words, tag)
+    if "engram" in kinds and path is None:
+        hits += _engram(paths, words, tag, modules)
     hits.sort(key=lambda h: (h.time, h.order), reverse=True)
     return hits[:limit] if limit is not None else hits
 
@@ -91,7 +92,8 @@ def _decisions(
             if not isinstance(item, decisions.Entry):
                 continue
             d = item.decision
-            line_text = " ".join([d.decision, d.why, d.alternatives, " ".join(d.files), " ".join(d.tags)])
+            line_text = " ".join([d.time, d.decision, d.why, d.alternatives, " ".join(d.files), " ".join(d.tags),
+                                  d.snapshot])
             if tag is not None and tag not in d.tags:
                 continue
             if pattern is not None and not _path_match(d.files, pattern):
@@ -104,7 +106,7 @@ def _decisions(
                 text += " | files: " + ", ".join(d.files)
             if d.snapshot:
                 text += f" | {d.snapshot}"
-            out.append(Hit("decision", d.time, mod, text, paths.rel(item.path), (d.snapshot_seq, pos)))
+            out.append(Hit("decision", d.time, mod, text, paths.rel(item.path), (d.snapshot_key, pos)))
     return out
 
 
@@ -117,22 +119,25 @@ def _facts(paths: AgentPaths, words: Sequence[str], pattern: str | None, modules
         src_path = fact.source.rsplit(":", 1)[0] if ":" in fact.source else fact.source
         if pattern is not None and not _path_match([src_path], pattern):
             continue
-        if not _words_match(f"{fact.text} {fact.source}", words):
+        if not _words_match(f"{fact.id} {fact.text} {fact.source}", words):
             continue
         text = f"[{fact.id}] [{fact.status}] {fact.text} | source: {fact.source}"
         where = f"{paths.rel(paths.facts(mod))}:{fact.line}"
-        out.append(Hit("fact", fact.added, mod, text, where, (-1, pos)))
+        out.append(Hit("fact", fact.added, mod, text, where, ("", pos)))
     return out
 
 
-def _engram(paths: AgentPaths, words: Sequence[str], tag: str | None) -> list[Hit]:
+def _engram(paths: AgentPaths, words: Sequence[str], tag: str | None, modules: Sequence[str]) -> list[Hit]:
     out = []
     for path in (paths.engram_archive, paths.engram):
         for pos, note in enumerate(engram.all_notes(path)):
             if tag is not None and tag != note.kind:
                 continue
-            if not _words_match(note.text, words):
+            if modules and (note.module or "global") not in modules:
+                continue
+            if not _words_match(note.render(), words):
                 continue
             rank = 1 if path == paths.engram else 0
-            out.append(Hit("engram", note.time, None, note.render(), f"{paths.rel(path)}:{note.line}", (-1, rank * 10**9 + pos)))
+            out.append(Hit("engram", note.time, note.module, note.render(), f"{paths.rel(path)}:{note.line}",
+                           ("", rank * 10**9 + pos)))
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .engram import ENGRAM_HEADER
+from .gitmeta import ensure_git_metadata
 from .store import AgentPaths, atomic_write, read_state, store_lock, write_if_missing, write_state
 from .task import TASK_TEMPLATE
 
@@ -22,8 +23,9 @@ SUMMARY_TEMPLATE = "# Recent summary\n\n(no session summary yet)\n"
 DECISIONS_README = (
     "# The .agent/ memory store\n\n"
     "Written by `agentd` (decide, note, fact, promote) and read by `agentd wakeup`.\n"
-    "Commit it with the code. Decision logs are append-only; edit constraints.md and\n"
-    "current-task.md by hand or with `agentd`/the MCP tools.\n"
+    "Commit it with the code, or share it between clones with `agentd sync`. Decision logs\n"
+    "are append-only; edit constraints.md, current-task.md (the global task) and\n"
+    "tasks/<module>.md by hand or with `agentd`/the MCP tools. local/ is this clone's own.\n"
 )
 
 
@@ -53,6 +55,7 @@ def init_store(root: Path) -> list[Path]:
         if not paths.state.exists():
             write_state(paths, read_state(paths))
             created.append(paths.state)
+    created += ensure_git_metadata(paths)  # union merges and per-clone files: safe across clones
     return created
 
 

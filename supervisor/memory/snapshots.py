@@ -1,59 +1,97 @@
-"""Decision-triggered snapshots: ``.agent/snapshots/snapshot-NNN.json``.
+"""Decision-triggered snapshots: ``.agent/snapshots/snapshot-<ULID>.json``.
 
 A snapshot records when and why (the decision), the task head and state at
 interruption, the files of the module's scope with their git blob hashes, and
-what changed since the previous snapshot of the same module.  Ids come from
-``state.json`` under the store lock, so they are unique and increasing even
-when several processes decide at once.
+what changed since the previous snapshot of the same module (compared only
+where both scopes look, so files outside this scope are never "removed").
+Ids are ULIDs (:mod:`.ids`) minted under the store lock: unique across
+processes, crashes and hosts, and increasing within one store.  Old numbered
+snapshots (``snapshot-014.json``) are still read.
 
 Retention: the newest :data:`KEEP_COMPLETE` snapshots are complete; older ones
 are thinned to the decision and the hashes (enough to restore any file).
+Thinning is deterministic, so two hosts that thin the same snapshot write the
+same bytes and their histories merge cleanly.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from typing import Any
 
-from .gitfiles import ScopeFiles, cat_blob
-from .store import AgentPaths, StoreError, parse_snapshot_id, snapshot_id, write_json
+from .gitfiles import ScopeFiles, cat_blob, matches
+from .ids import snapshot_sort_key
+from .store import AgentPaths, StoreError, parse_snapshot_id, write_json
 
 KEEP_COMPLETE = 20
 THIN_KEYS = ("id", "seq", "time", "module", "decision", "why", "tags", "vcs", "note", "scope", "files")
 
 
-def load(paths: AgentPaths, seq: int) -> dict[str, Any] | None:
-    """Snapshot ``seq`` as a dict, or None when missing or unreadable."""
+def load(paths: AgentPaths, ident: int | str) -> dict[str, Any] | None:
+    """Snapshot ``ident`` (an id, or an old sequence number) as a dict; None when missing or unreadable."""
     try:
-        data = json.loads(paths.snapshot(seq).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+        data = json.loads(paths.snapshot(ident).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError, StoreError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def resolve(paths: AgentPaths, ident: str) -> str:
+    """The full id for ``ident``: an exact id, or a unique prefix of a ULID id (like git's short hashes)."""
+    text = ident.strip()
+    try:
+        canonical = parse_snapshot_id(text)
+    except StoreError:
+        canonical = ""
+    if canonical and paths.snapshot(canonical).exists():
+        return canonical
+    token = text.removeprefix("snapshot-").upper()
+    if len(token) >= 6 and paths.snapshots.is_dir():
+        found = sorted(p.stem for p in paths.snapshots.glob(f"snapshot-{token}*.json"))
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise StoreError(f"{ident!r} names {len(found)} snapshots ({', '.join(found[:3])}, ...): give more characters")
+    if canonical:
+        return canonical
+    raise StoreError(f"{ident!r} is not a snapshot id (expected e.g. snapshot-01JDZ8Q3W5M6X7Y8Z9ABCDEFGH or snapshot-014)")
+
+
 def load_id(paths: AgentPaths, ident: str) -> dict[str, Any]:
-    """Snapshot by id (``snapshot-014``), or a :class:`StoreError` naming the file."""
-    seq = parse_snapshot_id(ident)
-    data = load(paths, seq)
+    """Snapshot by id (or unique prefix), or a :class:`StoreError` naming the file."""
+    canonical = resolve(paths, ident)
+    data = load(paths, canonical)
     if data is None:
-        raise StoreError(f"{paths.rel(paths.snapshot(seq))}: no such snapshot (see `agentd snapshot list`)")
+        raise StoreError(f"{paths.rel(paths.snapshot(canonical))}: no such snapshot (see `agentd snapshot list`)")
     return data
 
 
-def changed_files(previous: dict[str, str] | None, current: dict[str, str]) -> dict[str, list[str]]:
-    """Added / modified / removed paths between two hash maps."""
+def changed_files(
+    previous: dict[str, str] | None,
+    current: dict[str, str],
+    previous_scope: Sequence[str] = (),
+    scope: Sequence[str] = (),
+) -> dict[str, list[str]]:
+    """Added / modified / removed paths between two hash maps, where both scopes look.
+
+    A path the previous snapshot's scope did not cover is not "added", and a
+    path outside this snapshot's scope is not "removed" (an empty scope is the
+    whole project).
+    """
     if previous is None:
         return {"added": sorted(current), "modified": [], "removed": []}
     return {
-        "added": sorted(p for p in current if p not in previous),
+        "added": sorted(p for p in current if p not in previous and matches(p, previous_scope)),
         "modified": sorted(p for p in current if p in previous and previous[p] != current[p]),
-        "removed": sorted(p for p in previous if p not in current),
+        "removed": sorted(p for p in previous if p not in current and matches(p, scope)),
     }
 
 
 def write_snapshot(
     paths: AgentPaths,
-    seq: int,
+    ident: str,
     *,
     time: str,
     module: str | None,
@@ -66,13 +104,12 @@ def write_snapshot(
     state: str,
     scope: list[str],
     scope_files: ScopeFiles,
-    previous_seq: int | None,
+    previous: str | None,
 ) -> dict[str, Any]:
-    """Write snapshot ``seq`` (caller holds the store lock) and thin the old ones."""
-    prev = load(paths, previous_seq) if previous_seq is not None else None
+    """Write snapshot ``ident`` (caller holds the store lock and checked the id is unused)."""
+    prev = load(paths, previous) if previous else None
     data: dict[str, Any] = {
-        "id": snapshot_id(seq),
-        "seq": seq,
+        "id": ident,
         "time": time,
         "module": module,
         "decision": decision,
@@ -87,36 +124,52 @@ def write_snapshot(
         "note": scope_files.note,
         "files": scope_files.files,
         "previous": prev["id"] if prev else None,
-        "changed": changed_files(prev.get("files") if prev else None, scope_files.files),
+        "changed": changed_files(prev.get("files") if prev else None, scope_files.files,
+                                 prev.get("scope") or () if prev else (), scope),
         "complete": True,
     }
-    write_json(paths.snapshot(seq), data)
+    write_json(paths.snapshot(ident), data)
     return data
 
 
-def thin_old(paths: AgentPaths, state: dict[str, Any], newest: int) -> None:
-    """Thin every complete snapshot older than the newest :data:`KEEP_COMPLETE` (lock held)."""
-    done = int(state.get("thinned_upto", 0))
-    for seq in range(done + 1, newest - KEEP_COMPLETE + 1):
-        data = load(paths, seq)
+def thin_old(paths: AgentPaths, state: dict[str, Any], incoming: str) -> None:
+    """Note ``incoming`` among this clone's newest snapshots and thin what falls out of the newest :data:`KEEP_COMPLETE`.
+
+    ``state["recent"]`` lists the complete snapshots this clone wrote, oldest
+    first, so a decide costs the same however many snapshots exist.  Each
+    clone thins its own; snapshots that arrive by sync were thinned (or will
+    be) by the clone that made them, with the same bytes.  Lock held.
+    """
+    recent = [i for i in state.get("recent") or [] if isinstance(i, str)]
+    recent.append(incoming)
+    while len(recent) > KEEP_COMPLETE:
+        ident = recent.pop(0)
+        data = load(paths, ident)
         if data is not None and data.get("complete", True):
-            thin = {k: data[k] for k in THIN_KEYS if k in data}
-            thin["complete"] = False
-            write_json(paths.snapshot(seq), thin)
-        state["thinned_upto"] = seq
+            write_json(paths.snapshot(ident), thin(data))
+    state["recent"] = recent
 
 
-def list_ids(paths: AgentPaths) -> list[int]:
-    """Sequence numbers of every snapshot on disk, ascending."""
-    if not paths.snapshots.is_dir():
+def thin(data: dict[str, Any]) -> dict[str, Any]:
+    """The thinned form of a snapshot (a pure function of it: hosts agree byte for byte)."""
+    out = {k: data[k] for k in THIN_KEYS if k in data}
+    out["complete"] = False
+    return out
+
+
+def list_ids(paths: AgentPaths) -> list[str]:
+    """Every snapshot id on disk, oldest first (numbered ids, then ULIDs by time)."""
+    try:
+        names = os.listdir(paths.snapshots)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    out = []
-    for p in paths.snapshots.glob("snapshot-*.json"):
-        try:
-            out.append(parse_snapshot_id(p.stem))
-        except StoreError:
-            continue
-    return sorted(out)
+    keyed = []
+    for name in names:
+        if name.startswith("snapshot-") and name.endswith(".json"):
+            key = snapshot_sort_key(name[:-5])
+            if key:
+                keyed.append((key, parse_snapshot_id(name[:-5])))
+    return [ident for _, ident in sorted(keyed)]
 
 
 def file_content(paths: AgentPaths, ident: str, file: str) -> bytes:

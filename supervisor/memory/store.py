@@ -8,9 +8,15 @@ Every write to the memory store is one of:
 * :func:`atomic_write` / :func:`write_json` — :mod:`supervisor.durable`'s
   temp-fsync-rename; readers see the old or the new file, never a mix.
 
-:func:`store_lock` is one ``fcntl.flock`` on ``.agent/.lock``; every read-modify-
-write of the store (decide, fact changes, promote) runs inside it, so eight
-processes deciding at once are serialised and nothing interleaves.
+:func:`store_lock` is one ``fcntl.flock`` on ``.agent/local/lock``; every read-modify-
+write of the store (decide, fact changes, promote, the merge of `agentd sync`)
+runs inside it, so eight processes deciding at once are serialised and nothing
+interleaves.
+
+``.agent/local/`` holds what belongs to this clone only (the lock, the
+``state.json`` cache, the sync record); it is git-ignored and never synced.
+Everything else in ``.agent/`` is shared, so nothing in it may depend on a
+counter: ids come from :mod:`.ids`.
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ from typing import Any
 
 from .. import durable
 from ..durable import atomic_write, write_json
+from .ids import IdError, numbered_snapshot_id
+from .ids import parse_snapshot_id as _parse_snapshot_id
 
 __all__ = ["atomic_write", "write_json"]  # re-exported: the store's writes are durable's
 
 AGENT_DIR = ".agent"
+LOCAL_DIR = "local"
 GLOBAL = "global"
 _MODULE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _EPOCH_RE = re.compile(r"epoch|.*-epoch-\d+$")
@@ -75,7 +84,16 @@ class AgentPaths:
 
     @property
     def current_task(self) -> Path:
+        """The global task (the only task file before per-module tasks)."""
         return self.dir / "current-task.md"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.dir / "tasks"
+
+    def task(self, module: str | None) -> Path:
+        """``tasks/<module>.md`` for a module, ``current-task.md`` for the global task."""
+        return self.current_task if module is None else self.tasks_dir / f"{module}.md"
 
     @property
     def engram(self) -> Path:
@@ -98,12 +116,25 @@ class AgentPaths:
         return self.dir / "recent-summary.md"
 
     @property
+    def local(self) -> Path:
+        """This clone's own state: git-ignored, never synced."""
+        return self.dir / LOCAL_DIR
+
+    @property
     def state(self) -> Path:
-        return self.dir / "state.json"
+        return self.local / "state.json"
 
     @property
     def lock(self) -> Path:
-        return self.dir / ".lock"
+        return self.local / "lock"
+
+    @property
+    def sync_state(self) -> Path:
+        return self.local / "sync.json"
+
+    @property
+    def sync_lock(self) -> Path:
+        return self.local / "sync.lock"
 
     def log_stem(self, module: str | None) -> str:
         """``decisions`` for the global log, ``decisions-<module>`` for a module."""
@@ -120,8 +151,9 @@ class AgentPaths:
     def facts(self, module: str | None) -> Path:
         return self.facts_dir / f"{module or GLOBAL}.md"
 
-    def snapshot(self, seq: int) -> Path:
-        return self.snapshots / f"{snapshot_id(seq)}.json"
+    def snapshot(self, ident: int | str) -> Path:
+        """The file of snapshot ``ident`` (an id, or an old sequence number)."""
+        return self.snapshots / f"{parse_snapshot_id(str(ident))}.json"
 
     def rel(self, path: Path) -> str:
         """``path`` relative to the project root, for messages."""
@@ -132,16 +164,16 @@ class AgentPaths:
 
 
 def snapshot_id(seq: int) -> str:
-    """``snapshot-014`` style id; ids above 999 simply grow a digit."""
-    return f"snapshot-{seq:03d}"
+    """The old numbered form ``snapshot-014`` (still read everywhere; new ids are ULIDs)."""
+    return numbered_snapshot_id(seq)
 
 
-def parse_snapshot_id(text: str) -> int:
-    """Sequence number of ``snapshot-014`` / ``014`` / ``14``."""
-    m = re.fullmatch(r"(?:snapshot-)?0*(\d+)(?:\.json)?", text.strip())
-    if not m:
-        raise StoreError(f"{text!r} is not a snapshot id (expected e.g. snapshot-014)")
-    return int(m.group(1))
+def parse_snapshot_id(text: str) -> str:
+    """Canonical id of ``snapshot-<ULID>``, ``snapshot-014``, ``014`` or ``14``; a :class:`StoreError` otherwise."""
+    try:
+        return _parse_snapshot_id(text)
+    except IdError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def require_store(paths: AgentPaths) -> None:
@@ -152,9 +184,16 @@ def require_store(paths: AgentPaths) -> None:
 
 @contextlib.contextmanager
 def store_lock(paths: AgentPaths) -> Iterator[None]:
-    """Exclusive lock over the whole store (blocking ``flock`` on ``.agent/.lock``)."""
-    paths.dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    """Exclusive lock over the whole store (blocking ``flock`` on ``.agent/local/lock``)."""
+    with file_lock(paths.lock):
+        yield
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive, blocking ``flock`` on ``path`` (created if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -193,19 +232,23 @@ def read_text(path: Path) -> str:
 # state.json ------------------------------------------------------------------------
 
 def read_state(paths: AgentPaths) -> dict[str, Any]:
-    """Machine state of the store; missing or unreadable gives the empty state."""
+    """This clone's cache (``local/state.json``); missing or unreadable gives the empty state.
+
+    Nothing in it is needed for correctness: ``last_snapshot`` keeps the ids
+    of one store increasing, ``thinned_upto`` spares re-reading thinned
+    snapshots.  Losing it (a fresh clone) costs nothing but a little time.
+    """
     try:
         data = json.loads(paths.state.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         data = {}
     if not isinstance(data, dict):
         data = {}
-    data.setdefault("version", 1)
-    data.setdefault("snapshot_seq", 0)
-    data.setdefault("fact_seq", 0)
-    data.setdefault("logs", {})  # log stem -> {"epoch": archived count, "count": live lines}
+    data["version"] = 2
     data.setdefault("last_snapshot", None)
-    data.setdefault("last_snapshot_by_module", {})
+    data.setdefault("thinned_upto", "")
+    if not isinstance(data["thinned_upto"], str):  # version 1 kept a sequence number
+        data["thinned_upto"] = ""
     return data
 
 

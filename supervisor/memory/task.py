@@ -1,14 +1,21 @@
-"""``current-task.md``: the task and the agent's "State at interruption: ..." line."""
+"""Tasks: one per module (``tasks/<module>.md``) and the global one (``current-task.md``).
+
+Each file holds the task and the agent's ``State at interruption: ...`` line.
+A module's task is written by ``agentd task UNIT ...`` and by its agent
+(``agentd task-state``, the MCP ``update_task_state`` tool); the global task
+is the file every project had before per-module tasks, read as before.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from .store import AgentPaths, atomic_write, read_text, store_lock
+from .store import AgentPaths, atomic_write, read_text, store_lock, validate_module
 
 STATE_PREFIX = "State at interruption:"
 _STATE_RE = re.compile(r"^\s*(?:[-*]\s*)?(?:\*\*)?State at interruption:(?:\*\*)?\s*(.*)$", re.I | re.M)
+_HEADING_RE = re.compile(r"#\s*(?:current task|task(?::\s*\S+)?)\s*", re.I)
 PLACEHOLDER_TASK = "(describe the current task here)"
 PLACEHOLDER_STATE = "(not set)"
 TASK_TEMPLATE = f"# Current task\n\n{PLACEHOLDER_TASK}\n\n{STATE_PREFIX} {PLACEHOLDER_STATE}\n"
@@ -35,28 +42,43 @@ class TaskInfo:
         return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
+def heading(module: str | None) -> str:
+    return "# Current task" if module is None else f"# Task: {module}"
+
+
 def parse_task(text: str) -> TaskInfo:
-    """Split ``current-task.md`` into the task body and the state line."""
+    """Split a task file into the task body and the state line."""
     state = ""
     m = _STATE_RE.search(text)
     if m:
         state = m.group(1).strip()
         text = text[: m.start()] + text[m.end() :]
-    lines = [ln for ln in text.splitlines() if not re.fullmatch(r"#\s*current task\s*", ln.strip(), re.I)]
+    lines = [ln for ln in text.splitlines() if not _HEADING_RE.fullmatch(ln.strip())]
     return TaskInfo(body="\n".join(lines).strip(), state=state)
 
 
-def read_task(paths: AgentPaths) -> TaskInfo:
-    return parse_task(read_text(paths.current_task))
+def read_task(paths: AgentPaths, module: str | None = None) -> TaskInfo:
+    """The task of ``module`` (None: the global task); empty when its file does not exist."""
+    return parse_task(read_text(paths.task(module)))
 
 
-def update_task_state(paths: AgentPaths, state: str, task: str | None = None) -> TaskInfo:
-    """Set the "State at interruption" line (and optionally replace the task); atomic."""
+def effective_task(paths: AgentPaths, module: str | None) -> TaskInfo:
+    """The module's task when it has a file, else the global task (what a snapshot records)."""
+    if module is not None and paths.task(module).exists():
+        return read_task(paths, module)
+    return read_task(paths, None)
+
+
+def update_task_state(
+    paths: AgentPaths, state: str, task: str | None = None, *, module: str | None = None
+) -> TaskInfo:
+    """Set the "State at interruption" line of ``module``'s task (None: global), optionally the task too; atomic."""
+    module = validate_module(module)
     state = " ".join(state.split())
     if not state:
         raise ValueError("the state at interruption is empty: say where the work stopped and what comes next")
     with store_lock(paths):
-        current = read_task(paths)
+        current = read_task(paths, module)
         body = task.strip() if task is not None else (current.body or PLACEHOLDER_TASK)
-        atomic_write(paths.current_task, f"# Current task\n\n{body}\n\n{STATE_PREFIX} {state}\n")
+        atomic_write(paths.task(module), f"{heading(module)}\n\n{body}\n\n{STATE_PREFIX} {state}\n")
     return TaskInfo(body=body, state=state)

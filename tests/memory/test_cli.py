@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,8 @@ def test_session(run, repo: Path):
     assert "already complete" in run("init")
     out = run("decide", "cache tokens", "--why", WHY, "--tag", "arch", "--files", "src/core/a.py", "--module", "core",
               "--scope", "src/core")
-    assert ".agent/decisions-core.log: [" in out and "snapshot: snapshot-001" in out
+    assert ".agent/decisions-core.log: [" in out
+    sid = re.search(r"snapshot: (snapshot-[0-9A-Z]{26})$", out.strip()).group(1)
     err = run("decide", "cache tokens", "--why", "it is faster", code=1)
     assert "because <cause>, so <conclusion>" in err
     run("note", "tokens are bytes", "--confirmed")
@@ -41,9 +43,9 @@ def test_session(run, repo: Path):
     assert "1 fact(s), 0 stale" in run("fact", "check")
     assert "cache tokens" in run("recall", "cache", "--module", "core")
     assert "no match" in run("recall", "nothing-like-this", code=1)
-    shown = run("snapshot", "show", "snapshot-001")
+    shown = run("snapshot", "show", sid)
     assert "decision: cache tokens" in shown and "src/core/a.py" in shown
-    assert run("snapshot", "show", "snapshot-001", "--file", "src/core/a.py") == "one = 1\ntwo = 2\nthree = 3\n"
+    assert run("snapshot", "show", sid[:20], "--file", "src/core/a.py") == "one = 1\ntwo = 2\nthree = 3\n"
     assert "no such snapshot" in run("snapshot", "show", "snapshot-009", code=1)
     w = run("wakeup", "--module", "core", "--scope", "src/core")
     assert "cache tokens" in w and "tokens are bytes" in w and "one is one" in w
@@ -53,7 +55,8 @@ def test_session(run, repo: Path):
         fh.write("not a decision\n")
     assert ".agent/decisions-core.log:2" in run("doctor", code=1)
     assert "promoted 1 note(s)" in run("promote", "--module", "core")
-    assert "F-1" in run("fact", "invalidate", "F-1", "--why", "a changed")
+    promoted = re.search(r"(F-[0-9a-z]{8}) \[valid\] \(core\) tokens are bytes", run("fact", "list")).group(1)
+    assert promoted in run("fact", "invalidate", promoted.upper(), "--why", "a changed")
 
 
 def test_module_from_env_and_unit(run, repo: Path):
@@ -65,7 +68,7 @@ def test_module_from_env_and_unit(run, repo: Path):
     )
     out = run("decide", "from unit", "--why", WHY, env={"AGENTD_UNIT": "parser"})
     assert "decisions-core.log" in out
-    shown = run("snapshot", "show", "snapshot-002")
+    shown = run("snapshot", "show", out.strip().rsplit("snapshot: ", 1)[1])
     assert "src/core/a.py" in shown and "src/ui.ts" not in shown
     w = run("wakeup", "parser")
     assert "budget 900 tokens" in w and "from unit" in w and "src/core/b.py" in w

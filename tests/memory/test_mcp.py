@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,14 +31,14 @@ def test_mcp_tools_over_stdio(plain: Path):
             assert tools["note"].input_schema["properties"]["kind"]["enum"] == ["confirmed", "hypothesis"]
 
             ok = await client.call_tool("log_decision", {"decision": "use MCP", "why": "because agents call tools, so we serve them", "tags": ["arch"]})
-            assert not ok.is_error and "snapshot-001" in ok.content[0].text
+            assert not ok.is_error and re.search(r"with snapshot-[0-9A-Z]{26}: ", ok.content[0].text)
             bad = await client.call_tool("log_decision", {"decision": "x", "why": "just because"})
             assert bad.is_error and "conclusion" in bad.content[0].text
             wrong_kind = await client.call_tool("note", {"text": "x", "kind": "maybe"})
             assert wrong_kind.is_error
             assert not (await client.call_tool("note", {"text": "mcp works", "kind": "confirmed"})).is_error
             fact = await client.call_tool("add_fact", {"text": "m is one", "source": "src/m.py:1"})
-            assert not fact.is_error and "F-1 (core)" in fact.content[0].text
+            assert not fact.is_error and re.match(r"F-[0-9a-z]{8} \(core\)", fact.content[0].text)
             found = await client.call_tool("recall", {"words": ["mcp"]})
             assert "use MCP" in found.content[0].text and "mcp works" in found.content[0].text
             st = await client.call_tool("update_task_state", {"state": "tools tested", "task": "Ship MCP"})
@@ -47,5 +48,7 @@ def test_mcp_tools_over_stdio(plain: Path):
     paths = AgentPaths(plain)
     assert "use MCP" in paths.decisions("core").read_text()
     assert paths.decisions(None).read_text() == ""
-    task = read_task(paths)
+    task = read_task(paths, "core")  # the agent's own module's task, not the global one
     assert (task.body, task.state) == ("Ship MCP", "tools tested")
+    assert not paths.current_task.read_text().count("Ship MCP")
+    assert "[@core] mcp works" in paths.engram.read_text()

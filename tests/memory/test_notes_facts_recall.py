@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def test_recall_filters_and_order(plain: Path):
     hits = recall(plain, ["adapters"])
     assert [h.kind for h in hits] == ["fact", "engram", "decision"]  # newest first
     assert hits[2].where.endswith("decisions-core-epoch-1.log")
-    assert [h.text for h in recall(plain, tag="arch")][0].endswith("snapshot-001")
+    assert re.search(r" \| snapshot-[0-9A-Z]{26}$", [h.text for h in recall(plain, tag="arch")][0])
     assert [h.kind for h in recall(plain, path="src/adapters/x.ts")] == ["decision"]
     assert recall(plain, ["pin"], modules=["core"]) == []
     assert len(recall(plain, ["pin"], modules=["global"])) == 1
@@ -108,5 +109,5 @@ def test_fingerprint_and_auto_checkpoint(plain: Path):
     path = write_auto_checkpoint(plain, "core", "deadline passed", "line 1\nline 2\n", now=T0)
     text = path.read_text()
     assert "did not confirm" in text and "line 2" in text and "deadline passed" in text
-    last = engram.recent(paths, 1)[0]
-    assert last.kind == "auto" and "did not confirm" in last.text
+    last = engram.recent(paths, 1, "core")[0]
+    assert last.kind == "auto" and "did not confirm" in last.text and last.module == "core"

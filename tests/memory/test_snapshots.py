@@ -60,15 +60,16 @@ def test_outside_git_has_a_clear_note(plain: Path):
 
 def test_retention_thins_all_but_newest_20(plain: Path):
     paths = AgentPaths(plain)
-    for i in range(25):
-        record_decision(plain, f"d{i}", WHY, module="core", scope_paths=["src"], now=T0)
-    assert snapshots.list_ids(paths) == list(range(1, 26))
-    complete = [s for s in range(1, 26) if snapshots.load(paths, s)["complete"]]
-    assert complete == list(range(6, 26))
-    thin = snapshots.load(paths, 3)
+    recorded = [record_decision(plain, f"d{i}", WHY, module="core", scope_paths=["src"], now=T0).snapshot
+                for i in range(26)]
+    assert snapshots.list_ids(paths) == recorded  # ids increase within one store, even in the same millisecond
+    complete = [s for s in recorded if snapshots.load(paths, s)["complete"]]
+    assert complete == recorded[6:]
+    thin = snapshots.load(paths, recorded[2])
     assert thin["decision"] == "d2" and thin["files"] and "task_head" not in thin and "changed" not in thin
     state = json.loads(paths.state.read_text())
-    assert state["snapshot_seq"] == 25 and state["last_snapshot"] == "snapshot-025"
+    assert state["last_snapshot"] == recorded[-1]
+    assert paths.state.parent == paths.local  # per-clone, git-ignored
 
 
 def test_whole_project_scope_excludes_the_store(repo: Path):
