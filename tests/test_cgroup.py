@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import textwrap
@@ -366,4 +365,5 @@ def test_a_delegated_group_is_used_before_the_root(tmp_path: Path) -> None:
 def test_unavailable_names_the_reason(tmp_path: Path) -> None:
     with pytest.raises(CgroupUnavailable, match="is not a cgroup v2 directory"):
         find_parent(tmp_path, given=tmp_path / "not-a-cgroup")
+    assert not (tmp_path / "not-a-cgroup").exists()
     assert own_cgroup("12:pids:/x\n0::/system.slice/agentd.service\n") == "/system.slice/agentd.service"

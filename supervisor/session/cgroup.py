@@ -134,6 +134,8 @@ def find_parent(project_root: Path, *, given: Path | None = None) -> Parent:
     mount_point, mount_root = mount
     if given is not None:
         parent, how = Path(given), "given"
+        if not (parent / "cgroup.procs").exists() and not (parent.parent / "cgroup.procs").exists():
+            raise CgroupUnavailable(f"{parent} is not a cgroup v2 directory, nor directly below one")
     else:
         own = own_cgroup()
         if own is None:
