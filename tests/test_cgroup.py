@@ -115,6 +115,20 @@ def test_a_late_setsid_grandchild_is_in_the_group_and_ends_with_it(containment, 
     assert not member.group.path.exists()
 
 
+def test_end_escalates_to_sigkill_for_a_tree_that_ignores_sigterm(containment, tmp_path: Path) -> None:
+    c, sessions = containment
+    member = c.add("stubborn", "20261201T000000-abcdef")
+    session = _spawn(c, member, tmp_path, "trap '' TERM; sleep 3008 & wait")
+    sessions.append(session)
+    child = wait_until(lambda: _by_cmd(c.processes(member), "sleep", "3008"), timeout=20, what="the child")
+
+    ended = asyncio.run(c.end(member, timeout=0.5))
+
+    assert ended.empty
+    assert set(ended.killed) == {session.pid, child.pid}  # both ignored SIGTERM (inherited) and needed SIGKILL
+    assert c.processes(member) == []
+
+
 def test_kill_without_cgroup_kill_freezes_and_kills_until_empty(containment, tmp_path: Path) -> None:
     c, sessions = containment
     member = c.add("forker", "20261201T000000-bbbbbb")
