@@ -27,11 +27,13 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pexpect
 import psutil
+import ptyprocess
 
 from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
 from .transcript import Transcript
@@ -66,6 +68,33 @@ def _child_setup() -> None:  # pragma: no cover - runs in the forked child
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+class ChildStep(Protocol):
+    """One step run in the forked child before exec (a cgroup join, a Landlock fence).
+
+    Prepared in the parent; in the child only syscalls on ``fds`` (kept open
+    across the fork: ptyprocess closes every other descriptor before the
+    steps run).  Raising ``OSError`` fails the spawn with that message.
+    ``close()`` releases the parent's copies after the spawn.
+    """
+
+    fds: tuple[int, ...]
+
+    def __call__(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Spawn(pexpect.spawn):
+    """pexpect.spawn that keeps ``pass_fds`` open in the child for the :class:`ChildStep` s."""
+
+    def __init__(self, *args: object, pass_fds: tuple[int, ...] = (), **kwargs: object) -> None:
+        self._pass_fds = pass_fds
+        super().__init__(*args, **kwargs)
+
+    def _spawnpty(self, args: list[str], **kwargs: object) -> ptyprocess.PtyProcess:
+        return ptyprocess.PtyProcess.spawn(args, pass_fds=self._pass_fds, **kwargs)
 
 
 class Session:
@@ -111,21 +140,37 @@ class Session:
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
 
     # -- start ------------------------------------------------------------------
-    def spawn(self) -> None:
-        """Fork the agent in a new PTY.  Raises :class:`SpawnError`."""
+    def spawn(self, child_steps: Sequence[ChildStep] = ()) -> None:
+        """Fork the agent in a new PTY.  Raises :class:`SpawnError`.
+
+        ``child_steps`` run in the child, in order, after the signal reset and
+        before exec (the containment's join first, then the fence); the
+        parent's copies of their descriptors are closed here either way.
+        """
+        steps = tuple(child_steps)
+
+        def preexec() -> None:  # pragma: no cover - runs in the forked child
+            _child_setup()
+            for step in steps:
+                step()
+
         try:
-            child = pexpect.spawn(
+            child = _Spawn(
                 self.argv[0],
                 self.argv[1:],
                 env=self.env,
                 cwd=str(self.cwd),
                 dimensions=(self.rows, self.cols),
                 echo=True,
-                preexec_fn=_child_setup,
+                preexec_fn=preexec if steps else _child_setup,
+                pass_fds=tuple(fd for step in steps for fd in step.fds),
             )
         except (pexpect.ExceptionPexpect, OSError) as exc:
             self.transcript.close()
             raise SpawnError(f"cannot start {self.argv[0]!r}: {exc}") from None
+        finally:
+            for step in steps:
+                step.close()
         child.ptyproc.delayafterclose = 0
         child.ptyproc.delayafterterminate = 0
         self._child = child

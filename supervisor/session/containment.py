@@ -1,0 +1,470 @@
+"""Containment: every process a session starts is found and ended, in one of two modes.
+
+* :attr:`Mode.CGROUP` — each session in its own cgroup v2 group
+  (:mod:`.cgroup`): the agent joins it before exec, so every descendant,
+  ``setsid`` or started hours later, is in it; ``cgroup.kill`` ends them all;
+  ``cpu.stat`` (and ``memory.current`` when the memory controller is on) give
+  the session's figures; optional :class:`Limits`.
+* :attr:`Mode.SUBREAPER` — where no group can be made (an unprivileged user
+  without delegation).  The daemon becomes a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``), so an orphan of any session is reparented to
+  the daemon instead of init, and stays findable.  A session's processes are
+  then: the recorded tree (by pid and start time) and its descendants, plus
+  the daemon's adopted children that are not another session's.  An adopted
+  child is told apart by its environment (``AGENTD_SESSION``, which
+  :mod:`supervisor.config.environment` gives every agent); one with no marker
+  (its environment was wiped) and in no session's recorded tree counts for
+  every session, so whichever stops first ends it.  The daemon's own helpers
+  (same session id as the daemon) are never counted.  Limits: a process that
+  wiped its environment and whose parent died before a refresh is attributed
+  by that rule, not by ancestry; nothing is found after the daemon itself
+  dies (its orphans go to init): :meth:`SubreaperContainment.cleanup_leftovers`
+  finds those by their ``AGENTD_ROOT``.
+
+Both modes offer the same operations (:class:`Containment`): add a session,
+the child step that places the agent, list its processes, end it (TERM, wait,
+KILL, then everything left), usage figures, release, leftovers of a crashed
+daemon, and reaping adopted orphans.  :func:`discover` picks the mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import enum
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+from .cgroup import KILL_WAIT, POLL, CgroupUnavailable, Group, JoinStep, Parent, enable_controllers, find_parent
+from .process import ExitInfo, ProcessRecord, descendants, end_processes, record_of, running
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+SESSION_ENV = "AGENTD_SESSION"
+ROOT_ENV = "AGENTD_ROOT"
+
+
+class Mode(enum.Enum):
+    CGROUP = "cgroup"
+    SUBREAPER = "subreaper"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-session resource limits (``[resources]``); applied only where the controller exists."""
+
+    memory_max: int | None = None  # bytes, memory.max
+    cpu_weight: int | None = None  # 1..10000, cpu.weight (100 is the default share)
+
+    def __post_init__(self) -> None:
+        if self.memory_max is not None and self.memory_max <= 0:
+            raise ValueError("memory_max must be a positive number of bytes")
+        if self.cpu_weight is not None and not 1 <= self.cpu_weight <= 10000:
+            raise ValueError("cpu_weight must be between 1 and 10000")
+
+    def files(self) -> dict[str, tuple[str, str]]:
+        """controller -> (file, value) for the limits that are set."""
+        out: dict[str, tuple[str, str]] = {}
+        if self.memory_max is not None:
+            out["memory"] = ("memory.max", str(self.memory_max))
+        if self.cpu_weight is not None:
+            out["cpu"] = ("cpu.weight", str(self.cpu_weight))
+        return out
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A session's figures for ``status``: CPU seconds, memory bytes and where the memory figure came from."""
+
+    cpu_seconds: float
+    memory_bytes: int
+    memory_source: str  # "memory.current" (the cgroup's, page cache included) or "rss" (sum over live processes)
+
+
+@dataclass
+class Member:
+    """One session under containment (the daemon keeps it next to its Session)."""
+
+    unit: str
+    session_id: str
+    group: Group | None = None
+    leader: ProcessRecord | None = None
+    tree: dict[int, ProcessRecord] = field(default_factory=dict)
+    limits_applied: tuple[str, ...] = ()
+    limits_unavailable: tuple[str, ...] = ()  # one reason per limit that could not be applied
+
+    @property
+    def name(self) -> str:
+        return f"{self.unit}@{self.session_id}"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How :meth:`Containment.end` went: pids that needed SIGKILL, and whether nothing is left."""
+
+    killed: tuple[int, ...]
+    empty: bool
+
+
+class Containment(Protocol):
+    """What the daemon needs of either mode."""
+
+    mode: Mode
+    detail: str  # for status: where the groups are, or why there are none
+
+    def add(self, unit: str, session_id: str, limits: Limits | None = None) -> Member: ...
+    def child_step(self, member: Member) -> JoinStep | None: ...
+    def started(self, member: Member, pid: int, create_time: float) -> None: ...
+    def processes(self, member: Member) -> list[psutil.Process]: ...
+    def empty(self, member: Member) -> bool: ...
+    async def end(self, member: Member, timeout: float) -> Ended: ...
+    async def kill(self, member: Member) -> bool: ...
+    def usage(self, member: Member) -> Usage: ...
+    def release(self, member: Member) -> None: ...
+    async def cleanup_leftovers(self) -> list[str]: ...
+    def reap_orphans(self) -> list[tuple[int, ExitInfo]]: ...
+    def close(self) -> None: ...
+
+
+def _check_name(unit: str, session_id: str) -> None:
+    for what, value in (("unit", unit), ("session id", session_id)):
+        if not value or "/" in value or "\n" in value or "@" in value or value.startswith("."):
+            raise ValueError(f"{what} {value!r} cannot name a cgroup (no '/', '@', newline or leading '.')")
+
+
+def _rss_and_cpu(procs: list[psutil.Process]) -> tuple[float, int]:
+    cpu, rss = 0.0, 0
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                times = proc.cpu_times()
+                cpu += times.user + times.system
+                rss += proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return cpu, rss
+
+
+class _Base:
+    mode: Mode
+    detail: str
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.members: dict[str, Member] = {}
+        self.clock = clock
+
+    def processes(self, member: Member) -> list[psutil.Process]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def kill(self, member: Member) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def empty(self, member: Member) -> bool:
+        return not self.processes(member)
+
+    def started(self, member: Member, pid: int, create_time: float) -> None:
+        """Record the leader once spawned (``create_time`` from psutil, 0 when it already died)."""
+        member.leader = ProcessRecord(pid, create_time)
+        member.tree[pid] = member.leader
+
+    async def end(self, member: Member, timeout: float) -> Ended:
+        """SIGTERM (+SIGCONT) every process and the leader's group, wait ``timeout``, SIGKILL, then end what is left.
+
+        The last step catches processes started during the wait.
+        """
+        procs = self.processes(member)
+        leader = member.leader.alive() if member.leader else None
+        survivors = await end_processes(procs, timeout, pgid=leader.pid if leader else 0, clock=self.clock)
+        empty = await self.kill(member)
+        return Ended(tuple(p.pid for p in survivors), empty)
+
+
+class CgroupContainment(_Base):
+    """:attr:`Mode.CGROUP`: one group per session below ``parent``."""
+
+    mode = Mode.CGROUP
+
+    def __init__(self, parent: Parent, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock)
+        self.parent = parent
+        self.detail = f"cgroup v2 ({parent.how}): {parent.path}"
+
+    def _top(self) -> Path:
+        """The highest group agentd may change when enabling controllers."""
+        if self.parent.how == "root":
+            return self.parent.mount
+        if self.parent.how == "delegated":
+            return self.parent.path.parent.parent
+        return self.parent.path
+
+    def add(self, unit: str, session_id: str, limits: Limits | None = None) -> Member:
+        """Create the session's group (before spawning; raises OSError when it cannot)."""
+        _check_name(unit, session_id)
+        member = Member(unit, session_id)
+        self.parent.path.mkdir(parents=True, exist_ok=True)  # another project's daemon may have removed agentd/
+        member.group = Group(self.parent.path / member.name, self.parent.mount).create()
+        if limits is not None and limits.files():
+            wanted = limits.files()
+            missing = enable_controllers(self._top(), self.parent.path, list(wanted))
+            applied = []
+            for controller, (filename, value) in wanted.items():
+                if controller in missing:
+                    continue
+                try:
+                    (member.group.path / filename).write_text(value)
+                    applied.append(f"{filename}={value}")
+                except OSError as exc:
+                    missing[controller] = f"cannot write {filename}: {exc.strerror}"
+            member.limits_applied = tuple(applied)
+            member.limits_unavailable = tuple(missing.values())
+        self.members[member.name] = member
+        return member
+
+    def child_step(self, member: Member) -> JoinStep:
+        """The step that moves the forked child into the group before exec (pass to Session.spawn)."""
+        assert member.group is not None
+        return member.group.join_step()
+
+    def processes(self, member: Member) -> list[psutil.Process]:
+        out = []
+        for pid in member.group.pids() if member.group else ():
+            try:
+                out.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return out
+
+    def empty(self, member: Member) -> bool:
+        return member.group is None or not member.group.populated()
+
+    async def kill(self, member: Member) -> bool:
+        return member.group is None or await member.group.kill(KILL_WAIT, clock=self.clock)
+
+    def usage(self, member: Member) -> Usage:
+        group = member.group
+        cpu = group.cpu_seconds() if group else None
+        mem = group.memory_bytes() if group else None
+        if cpu is None or mem is None:
+            rss_cpu, rss = _rss_and_cpu(self.processes(member))
+            cpu = rss_cpu if cpu is None else cpu
+            if mem is None:
+                return Usage(cpu, rss, "rss")
+        return Usage(cpu, mem, "memory.current")
+
+    def release(self, member: Member) -> None:
+        """Forget the session and remove its group (raises OSError(EBUSY) when it is not empty)."""
+        if member.group is not None and member.group.exists() and not member.group.remove():
+            raise OSError(16, f"cgroup {member.group.path} still has processes; end the session first")
+        self.members.pop(member.name, None)
+
+    async def cleanup_leftovers(self) -> list[str]:
+        """Kill and remove every group below the parent that is not a current session's.
+
+        Called at daemon start: a crashed daemon's sessions (and anything they
+        started) are in those groups.  Returns the names of the groups removed.
+        """
+        removed = []
+        try:
+            entries = sorted(p for p in self.parent.path.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return removed
+        for path in entries:
+            if path.name in self.members:
+                continue
+            group = Group(path, self.parent.mount)
+            if await group.kill(KILL_WAIT, clock=self.clock) and group.remove():
+                removed.append(path.name)
+        return removed
+
+    def reap_orphans(self) -> list[tuple[int, ExitInfo]]:
+        return []  # orphans are not the daemon's children in this mode
+
+    def close(self) -> None:
+        """Remove the project's parent group when no session is left in it (daemon shutdown)."""
+        try:
+            self.parent.path.rmdir()
+        except OSError:
+            pass
+
+
+def _prctl() -> Callable[..., int]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = libc.prctl
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def set_child_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans (``PR_SET_CHILD_SUBREAPER``)."""
+    if _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+
+
+def is_child_subreaper() -> bool:
+    value = ctypes.c_int(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+
+
+class SubreaperContainment(_Base):
+    """:attr:`Mode.SUBREAPER`: the daemon adopts orphans; trees are recorded and adopted children attributed."""
+
+    mode = Mode.SUBREAPER
+
+    def __init__(self, project_root: Path, reason: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock)
+        set_child_subreaper()
+        self.project_root = Path(project_root)
+        self.reason = reason
+        self.detail = f"subreaper (no cgroup: {reason})"
+        self._sid = os.getsid(0)
+
+    def add(self, unit: str, session_id: str, limits: Limits | None = None) -> Member:
+        _check_name(unit, session_id)
+        member = Member(unit, session_id)
+        if limits is not None:
+            member.limits_unavailable = tuple(f"{f} not applied: no cgroup ({self.reason})" for f, _ in limits.files().values())
+        self.members[member.name] = member
+        return member
+
+    def child_step(self, member: Member) -> None:
+        return None  # the agent's environment (AGENTD_SESSION) is the marker
+
+    def _adopted(self) -> list[psutil.Process]:
+        """The daemon's live children that are neither a session's leader nor the daemon's own helpers."""
+        leaders = {m.leader.pid for m in self.members.values() if m.leader}
+        out = []
+        for child in psutil.Process().children():
+            if child.pid in leaders or not running(child):
+                continue
+            try:
+                if os.getsid(child.pid) == self._sid:
+                    continue
+            except ProcessLookupError:
+                continue
+            out.append(child)
+        return out
+
+    def _owners(self, proc: psutil.Process) -> list[Member]:
+        try:
+            marker = proc.environ().get(SESSION_ENV)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            marker = None
+        if marker:
+            return [m for m in self.members.values() if m.session_id == marker]
+        rec = record_of(proc)
+        recorded = [m for m in self.members.values() if rec is not None and m.tree.get(proc.pid) == rec]
+        return recorded or list(self.members.values())
+
+    def processes(self, member: Member) -> list[psutil.Process]:
+        """The session's live processes now; also refreshes its recorded tree."""
+        roots = [p for p in (r.alive() for r in member.tree.values()) if p is not None]
+        roots += [c for c in self._adopted() if member in self._owners(c)]
+        found: dict[int, psutil.Process] = {}
+        for root in roots:
+            for proc in descendants(root):
+                if running(proc):
+                    found[proc.pid] = proc
+        tree = {pid: rec for pid, p in found.items() if (rec := record_of(p)) is not None}
+        if member.leader is not None and member.leader.alive() is not None:
+            tree[member.leader.pid] = member.leader
+        member.tree = tree
+        return list(found.values())
+
+    async def kill(self, member: Member) -> bool:
+        """SIGKILL the session's processes until none is left (new ones included); True when none is."""
+        deadline = self.clock() + KILL_WAIT
+        while True:
+            procs = self.processes(member)
+            if not procs:
+                self.reap_orphans()
+                return True
+            if self.clock() >= deadline:
+                return False
+            for proc in procs:
+                try:
+                    proc.send_signal(signal.SIGKILL)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            await asyncio.sleep(POLL)
+            self.reap_orphans()
+
+    def usage(self, member: Member) -> Usage:
+        cpu, rss = _rss_and_cpu(self.processes(member))
+        return Usage(cpu, rss, "rss")
+
+    def release(self, member: Member) -> None:
+        self.members.pop(member.name, None)
+
+    def reap_orphans(self) -> list[tuple[int, ExitInfo]]:
+        """Collect the exit status of every adopted orphan that died (call on SIGCHLD and on the tick).
+
+        Only zombies that are not a session's leader (the Session reaps those)
+        and not in the daemon's own session (its helpers, reaped by whoever
+        started them) are collected, each with its own ``waitpid``.
+        """
+        leaders = {m.leader.pid for m in self.members.values() if m.leader}
+        reaped = []
+        for child in psutil.Process().children():
+            try:
+                if child.pid in leaders or child.status() != psutil.STATUS_ZOMBIE or os.getsid(child.pid) == self._sid:
+                    continue
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+            except (psutil.NoSuchProcess, ProcessLookupError, ChildProcessError):
+                continue
+            if pid:
+                reaped.append((pid, ExitInfo.from_wait_status(status)))
+        return reaped
+
+    async def cleanup_leftovers(self, timeout: float = 2.0) -> list[str]:
+        """End processes a crashed daemon left: any whose environment names this project (``AGENTD_ROOT``).
+
+        The daemon itself, its ancestors and the current sessions' processes
+        are spared.  Returns one ``pid (name)`` per process ended.
+        """
+        spare = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+        for member in self.members.values():
+            spare.update(p.pid for p in self.processes(member))
+        target = str(self.project_root)
+        found = []
+        for proc in psutil.process_iter(["pid", "name"]):
+            if proc.pid in spare:
+                continue
+            try:
+                if running(proc) and proc.environ().get(ROOT_ENV) == target:
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+                continue
+        if found:
+            await end_processes(found, timeout, clock=self.clock)
+            self.reap_orphans()
+        return [f"{p.pid} ({p.info.get('name')})" for p in found]
+
+    def close(self) -> None:
+        pass
+
+
+def discover(project_root: Path, *, cgroup_parent: Path | None = None, use_cgroup: bool = True,
+             clock: Callable[[], float] = time.monotonic) -> CgroupContainment | SubreaperContainment:
+    """The containment for this daemon: a cgroup parent when one can be made, else the subreaper.
+
+    Call once, in the daemon process, before the first spawn (the subreaper
+    mode changes the calling process).  ``cgroup_parent`` skips detection;
+    ``use_cgroup=False`` forces the subreaper (an opt-out, or tests).
+    """
+    reason = "disabled by the settings"
+    if use_cgroup:
+        try:
+            return CgroupContainment(find_parent(project_root, given=cgroup_parent), clock=clock)
+        except CgroupUnavailable as exc:
+            reason = str(exc)
+    return SubreaperContainment(project_root, reason, clock=clock)

@@ -1,0 +1,312 @@
+"""A Landlock filesystem fence for an agent's whole process tree: write only where allowed, read everything.
+
+A ctypes module over the three Landlock syscalls (444 ``landlock_create_ruleset``,
+445 ``landlock_add_rule``, 446 ``landlock_restrict_self``; the same numbers on
+every Linux architecture agentd runs on).  No dependency: the two PyPI
+packages (``landlock`` 1.0.0.dev5, ``py-landlock`` 0.1.1) are pre-releases that
+wrap the same three calls, and we need one thing they do not give: the ruleset
+built in the parent and only enforced in the forked child.
+
+How it is used (see :class:`Fence`):
+
+* the parent builds the ruleset (:meth:`Fence.build`): it handles the
+  *write-type* rights the kernel's ABI knows (writing and truncating files,
+  making and removing files, directories, links, devices, fifos and sockets,
+  and renaming across directories), so reading and executing stay unrestricted; then one
+  ``path_beneath`` rule per allowed directory (every write right beneath it)
+  and per allowed file (write and truncate it in place);
+* the child, between fork and exec, calls the :class:`Fence` object (it is a
+  ``pty.ChildStep``): ``prctl(PR_SET_NO_NEW_PRIVS)`` and
+  ``landlock_restrict_self``, two syscalls on a descriptor that is already open;
+* the restriction holds for the agent and every process it starts, for
+  their whole life; a write elsewhere fails with ``EACCES`` (a rename or
+  link out of the fence too; ``EXDEV`` when only the cross-directory check
+  fails, which ``mv`` turns into copy-and-delete).  Renames between two
+  allowed directories work (the rules carry ``REFER``).
+
+:func:`availability` says whether the kernel offers Landlock, and why not.
+:class:`FenceSpec` is what may be written (absolute directories and files);
+:func:`supervisor.scope.allowset.scope_allowset` computes the scope part of it
+from the unit's globs, and :meth:`FenceSpec.permits` answers "was this path
+inside the fence", to tell a fence refusal from an ordinary permission error.
+
+Always writable, because programs fail without them: :data:`DEVICE_PATHS`
+(``/dev/null``, the terminal, ``/dev/shm`` ...).  Not handled on purpose:
+``IOCTL_DEV`` (ABI 5; it would also stop terminal ioctls on a reopened
+``/dev/tty``) and the ABI 6 scopes (signals, abstract sockets).  Connecting to
+a Unix socket (the control socket) is not a filesystem write and still works.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import errno
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+SYS_CREATE_RULESET = 444
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+CREATE_RULESET_VERSION = 1 << 0
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+class Access(enum.IntFlag):
+    """``LANDLOCK_ACCESS_FS_*`` (the ABI that introduced each is in the comment)."""
+
+    EXECUTE = 1 << 0
+    WRITE_FILE = 1 << 1
+    READ_FILE = 1 << 2
+    READ_DIR = 1 << 3
+    REMOVE_DIR = 1 << 4
+    REMOVE_FILE = 1 << 5
+    MAKE_CHAR = 1 << 6
+    MAKE_DIR = 1 << 7
+    MAKE_REG = 1 << 8
+    MAKE_SOCK = 1 << 9
+    MAKE_FIFO = 1 << 10
+    MAKE_BLOCK = 1 << 11
+    MAKE_SYM = 1 << 12
+    REFER = 1 << 13  # ABI 2
+    TRUNCATE = 1 << 14  # ABI 3
+    IOCTL_DEV = 1 << 15  # ABI 5
+
+
+_WRITE_ABI1 = (
+    Access.WRITE_FILE | Access.REMOVE_DIR | Access.REMOVE_FILE | Access.MAKE_CHAR | Access.MAKE_DIR
+    | Access.MAKE_REG | Access.MAKE_SOCK | Access.MAKE_FIFO | Access.MAKE_BLOCK | Access.MAKE_SYM
+)
+#: Rights a rule on a file (not a directory) may carry.
+_FILE_RIGHTS = Access.WRITE_FILE | Access.TRUNCATE
+
+#: Written by ordinary programs everywhere; always allowed.  ``/dev/pts`` and
+#: ``/dev/ptmx`` let an agent open a terminal (``script``, ``tmux``, ``expect``).
+DEVICE_PATHS = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+    "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
+)
+
+
+def write_rights(abi: int) -> Access:
+    """The write-type rights ABI ``abi`` knows (a newer right on an older kernel is masked out)."""
+    rights = _WRITE_ABI1
+    if abi >= 2:
+        rights |= Access.REFER
+    if abi >= 3:
+        rights |= Access.TRUNCATE
+    return rights
+
+
+class _RulesetAttr(ctypes.Structure):
+    # Only the first field (ABI 1); the kernel accepts a shorter struct and
+    # treats the later fields (handled_access_net, scoped) as zero.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return libc
+
+
+class FenceUnavailable(Exception):
+    """Landlock cannot be used here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    """The kernel's Landlock ABI version (0 when unavailable) and, when unavailable, why."""
+
+    abi: int
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.abi >= 1
+
+
+@lru_cache(maxsize=1)
+def availability() -> Availability:
+    """Ask the kernel which Landlock ABI it offers (cached: it cannot change while running)."""
+    libc = _libc()
+    abi = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    if abi >= 1:
+        return Availability(int(abi))
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return Availability(0, "the kernel has no Landlock system calls (Linux 5.13 or later built with CONFIG_SECURITY_LANDLOCK)")
+    if err == errno.EOPNOTSUPP:
+        return Availability(0, "Landlock is built in but not enabled (add landlock to the lsm= kernel parameter)")
+    return Availability(0, f"landlock_create_ruleset failed: {os.strerror(err)}")
+
+
+@dataclass(frozen=True)
+class FenceSpec:
+    """What a fenced agent may write: whole directories (everything beneath) and single files, absolute."""
+
+    dirs: tuple[Path, ...] = ()
+    files: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what could not be granted, and why
+
+    @classmethod
+    def of(cls, dirs: Iterable[Path | str] = (), files: Iterable[Path | str] = (), notes: Iterable[str] = ()) -> FenceSpec:
+        """Resolve, deduplicate and drop paths already beneath an allowed directory."""
+        rdirs = sorted({Path(os.path.realpath(d)) for d in dirs}, key=lambda p: (len(p.parts), str(p)))
+        kept: list[Path] = []
+        for d in rdirs:
+            if not any(d == k or k in d.parents for k in kept):
+                kept.append(d)
+        rfiles = sorted({Path(os.path.realpath(f)) for f in files})
+        rfiles = [f for f in rfiles if not any(k in f.parents for k in kept)]
+        return cls(tuple(kept), tuple(rfiles), tuple(notes))
+
+    def merged(self, other: FenceSpec) -> FenceSpec:
+        return FenceSpec.of((*self.dirs, *other.dirs), (*self.files, *other.files), (*self.notes, *other.notes))
+
+    def permits(self, path: Path | str) -> bool:
+        """True when writing ``path`` is inside the fence (path resolved as the kernel would)."""
+        target = Path(os.path.realpath(path))
+        return target in self.files or any(target == d or d in target.parents for d in self.dirs)
+
+
+def agent_spec(
+    *,
+    scope: FenceSpec,
+    writable: Iterable[Path | str] = (),
+    git_dirs: Iterable[Path | str] = (),
+    agent_dir: Path | str | None = None,
+    tmp_dir: Path | str | None = None,
+    state_dirs: Iterable[Path | str] = (),
+    devices: Iterable[str] = DEVICE_PATHS,
+) -> FenceSpec:
+    """The whole fence of one agent: its scope plus every other place it must write.
+
+    ``writable`` (the unit's extra paths), ``git_dirs`` (:func:`git_dirs`),
+    ``agent_dir`` (``.agent/``), ``tmp_dir`` (its private temp dir, also its
+    ``TMPDIR``) and ``state_dirs`` (``CODEX_HOME``, Claude's config dir) are
+    taken as given: a directory is allowed whole, a file in place.  Missing
+    paths are left out with a note (create them before building the fence).
+    """
+    dirs: list[Path] = []
+    files: list[Path] = []
+    notes: list[str] = []
+    extra = [*writable, *git_dirs, *([agent_dir] if agent_dir else []), *([tmp_dir] if tmp_dir else []), *state_dirs, *devices]
+    for raw in extra:
+        path = Path(raw)
+        if path.is_dir():
+            dirs.append(path)
+        elif path.exists():
+            files.append(path)
+        elif str(raw) not in devices:
+            notes.append(f"{path} does not exist, so it is not writable (create it before the spawn)")
+    return scope.merged(FenceSpec.of(dirs, files, notes))
+
+
+def git_dirs(project_root: Path) -> list[Path]:
+    """Where ``git commit`` in ``project_root`` writes: ``.git``, or for a worktree its git dir and the common dir."""
+    dot = Path(project_root) / ".git"
+    if dot.is_dir():
+        return [dot]
+    if not dot.is_file():
+        return []
+    text = dot.read_text(errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return []
+    gitdir = Path(text[len("gitdir:"):].strip())
+    gitdir = gitdir if gitdir.is_absolute() else (dot.parent / gitdir)
+    out = [gitdir]
+    common = gitdir / "commondir"
+    if common.is_file():
+        c = Path(common.read_text().strip())
+        out.append(c if c.is_absolute() else gitdir / c)
+    return [p for p in out if p.is_dir()]
+
+
+class Fence:
+    """A prepared Landlock ruleset; calling it in the forked child enforces it (a ``pty.ChildStep``).
+
+    Build one per spawn (:meth:`build`), pass it to ``Session.spawn``, which
+    closes it afterwards.  ``skipped`` lists paths of the spec that vanished
+    before their rule was added.
+    """
+
+    def __init__(self, fd: int, abi: int, handled: Access, spec: FenceSpec, skipped: list[str]) -> None:
+        self.fd = fd
+        self.fds = (fd,)
+        self.abi = abi
+        self.handled = handled
+        self.spec = spec
+        self.skipped = skipped
+        libc = _libc()
+        self._prctl = libc.prctl
+        self._syscall = libc.syscall
+        self._args = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0))
+
+    @classmethod
+    def build(cls, spec: FenceSpec, *, abi: int | None = None) -> Fence:
+        """Create the ruleset and add one rule per path (in the parent).  Raises :class:`FenceUnavailable`.
+
+        ``abi`` caps the ABI used (to test the masking of newer rights).
+        """
+        have = availability()
+        if not have.available:
+            raise FenceUnavailable(have.reason)
+        abi = min(abi or have.abi, have.abi)
+        handled = write_rights(abi)
+        libc = _libc()
+        attr = _RulesetAttr(int(handled))
+        fd = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise FenceUnavailable(f"landlock_create_ruleset: {os.strerror(err)}")
+        skipped: list[str] = []
+        try:
+            for path, rights in [*((d, handled) for d in spec.dirs), *((f, handled & _FILE_RIGHTS) for f in spec.files)]:
+                try:
+                    pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    skipped.append(str(path))
+                    continue
+                try:
+                    rule = _PathBeneath(int(rights), pfd)
+                    if libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(fd), ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                        err = ctypes.get_errno()
+                        raise OSError(err, f"landlock_add_rule for {path}: {os.strerror(err)}")
+                finally:
+                    os.close(pfd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, abi, handled, spec, skipped)
+
+    def __call__(self) -> None:  # pragma: no cover - runs in the forked child
+        if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+        if self._syscall(*self._args) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Fence:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
