@@ -11,11 +11,18 @@ from .context import AppContext
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", type=click.Path(path_type=Path), help="settings file (default: etc/agentd.toml)")
-@click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="project root (default: cwd)")
+@click.option("--project", "--root", "project", type=click.Path(path_type=Path, file_okay=False),
+              help="the project (default: $AGENTD_PROJECT, else the nearest folder at or above the working "
+                   "directory with units/, .agent/ or .agentd/)")
 @click.pass_context
-def cli(ctx: click.Context, config: Path | None, root: Path | None) -> None:
-    """agentd: supervise AI coding agents whose state can be rebuilt."""
-    ctx.obj = AppContext(config, root)
+def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
+    """agentd: supervise AI coding agents whose state can be rebuilt.
+
+    Every command finds its project the way git finds a repository: --project,
+    else $AGENTD_PROJECT, else the nearest folder at or above the working
+    directory that holds units/, .agent/ or .agentd/.
+    """
+    ctx.obj = AppContext(config, project)
 
 
 

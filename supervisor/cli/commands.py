@@ -15,14 +15,28 @@ import click
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
 from .render import render_history, render_status
 
+
+def _refuse_without_units(app: AppContext) -> None:
+    """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
+    from .project import units_problem
+
+    problem = units_problem(app.settings, app.where)
+    if problem:
+        raise click.ClickException(f"not starting: {problem}")
+
 @click.command()
 @click.argument("units", nargs=-1)
 @click.option("--foreground", is_flag=True, help="stay in the foreground (for systemd: Type=notify)")
 @click.option("--detached", is_flag=True, hidden=True)
 @pass_app
 def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: bool) -> None:
-    """Start the daemon (if needed) and UNITS (default: every enabled unit)."""
+    """Start the daemon (if needed) and UNITS (default: every enabled unit).
+
+    Refuses when the project has no unit file (`agentd init` writes an example).
+    """
     settings = app.settings
+    if foreground or not daemon_running(settings):
+        _refuse_without_units(app)
     if foreground:
         from ..daemon.arbiter import run_daemon
         from ..daemon.pidfile import AlreadyRunning
@@ -305,10 +319,15 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
 @click.command()
 @pass_app
 def check(app: AppContext) -> None:
-    """Validate every unit file without starting anything (exit 1 on errors)."""
+    """Validate every unit file without starting anything (exit 1 on errors, or when there is no unit)."""
     from ..config.units import load_units
+    from .project import units_problem
 
     settings = app.settings
+    problem = units_problem(settings, app.where)
+    if problem:
+        click.echo(f"error  {problem}")
+        sys.exit(1)
     specs, errors = load_units(settings.units_path, settings.project_root)
     for name, spec in specs.items():
         click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")

@@ -72,19 +72,32 @@ def register(group: click.Group) -> None:
 
 # init / decide / note ---------------------------------------------------------------
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd init                     # in a new project: .agent/ and units/example.toml
+  agentd --project ~/src/app init""")
 def init() -> None:
-    """Create the .agent/ memory store (idempotent; never overwrites a file)."""
+    """Create what is missing: the .agent/ memory store, and units/ with a commented example unit.
+
+    Idempotent; never overwrites a file.  The example (units/example.toml) is
+    written only when the project has no units/ folder yet.
+    """
+    from ..config.example_unit import write_example_unit
     from ..memory import AgentPaths, init_store
 
-    root = _root()
+    settings = _settings()
+    root = settings.project_root
     with _errors():
         created = init_store(root)
+        example = write_example_unit(settings.units_path)
     paths = AgentPaths(root)
+    click.echo(f"project {root}")
     if not created:
         click.echo(f"{paths.rel(paths.dir)}: already complete, nothing created")
     for path in created:
         click.echo(f"created {paths.rel(path)}")
+    if example is not None:
+        click.echo(f"created {paths.rel(example)} (a disabled example: edit it, or try `agentd start example`)")
 
 
 @click.command()
