@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # nothing but plain, valid values is configured (else the full settings).
 _PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
                "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
-               "status_interval": float}
+               "status_interval": float, "service_stop_timeout": float}
 #: The only AGENTD_* variables the fast path reads itself (the rule in supervisor.config.paths.locate).
 _FAST_ENV = {ENV_PREFIX + "CONFIG", *PROJECT_ENV}
 

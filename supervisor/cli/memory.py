@@ -394,9 +394,26 @@ def snapshot_list(limit: int) -> None:
 
 # doctor / mcp -----------------------------------------------------------------------
 
-@click.command()
-def doctor() -> None:
+@click.command(epilog="""\b
+Examples:
+  agentd doctor          # the .agent/ store
+  agentd doctor --env    # this machine: agent CLIs, git, inotify, namespaces, Landlock, socket, disk, stop timeout""")
+@click.option("--env", "env", is_flag=True,
+              help="check the machine instead: agent CLIs and versions, git, inotify, user namespaces, Landlock, "
+                   "the socket directory, disk space, the service stop timeout")
+def doctor(env: bool) -> None:
     """Check the store: malformed lines (file:line), stale facts, missing files. Exit 1 on errors."""
+    if env:
+        from .doctor_env import Status, diagnose_env
+
+        results = diagnose_env(_settings())
+        for result in results:
+            click.echo(result.render())
+        failed = sum(r.status is Status.FAIL for r in results)
+        click.echo(f"{failed} failure(s), {sum(r.status is Status.WARN for r in results)} warning(s)")
+        if failed:
+            sys.exit(1)
+        return
     from ..memory.doctor import diagnose
 
     findings = diagnose(_root())
