@@ -28,11 +28,13 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import commands, memory
+    from . import commands, export, memory
 
     for command in commands.COMMANDS:
         cli.add_command(command)
     memory.register(cli)
+    cli.add_command(export.export)
+    cli.add_command(export.run_unit)
 
 
 _register()

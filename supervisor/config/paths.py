@@ -148,6 +148,10 @@ class StatePaths:
     def transcripts_path(self) -> Path:
         return self.state_path / "transcripts"
 
+    def run_unit_state(self, unit: str) -> Path:
+        """The state directory of the daemon ``agentd run-unit UNIT`` starts (its own pidfile, socket, log)."""
+        return self.state_path / "run-unit" / unit
+
 
 class PlainPaths(StatePaths):
     """:class:`StatePaths` from plain values (the client's fast path)."""

@@ -60,6 +60,8 @@ class Settings(StatePaths, BaseSettings):
     stop_timeout: float = Field(default=10.0, gt=0, description="default seconds between SIGTERM and SIGKILL")
     start_timeout: float = Field(default=30.0, gt=0, description="seconds `agentd start` waits for the socket")
     status_interval: float = Field(default=2.0, gt=0, description="seconds between CPU/RSS samples of agents")
+    only_units: tuple[str, ...] = Field(
+        default=(), description="load only these units (`agentd run-unit UNIT`: one unit, one daemon, one service)")
     service_stop_timeout: float | None = Field(
         default=None, gt=0,
         description="seconds the service manager gives agentd to stop (systemd TimeoutStopSec; "
