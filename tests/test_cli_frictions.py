@@ -156,3 +156,18 @@ def test_the_man_page_renders_without_warnings(tmp_path: Path) -> None:
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "agentd export systemd [OPTIONS] UNIT" in result.stdout and "TIMEOUT_STOP_USEC" in result.stdout
     assert str(REPO) not in (REPO / "docs" / "agentd.1").read_text()
+
+
+# -- the status note ------------------------------------------------------------------------------------------
+
+def test_the_status_note_never_shows_empty_parts() -> None:
+    from supervisor.cli.render import status_note
+
+    assert status_note({"violations": 2, "queued_sends": 2, "activity": "", "reason": None}) == \
+        "2 violation(s); 2 queued"
+    assert status_note({"activity": "waiting for the turn to end", "next_restart_in": 4.2}) == \
+        "restart in 4s; waiting for the turn to end"
+    row = {"schedule": {"start": "2026-12-01T22:00:00+00:00", "stop": None}, "reason": "scheduled stop",
+           "last_checkpoint": {"trigger": "threshold", "flush": "verified", "ratio": 0.0123}}
+    assert status_note(row) == "next start 2026-12-01 22:00:00; scheduled stop; last checkpoint threshold verified 1.2%"
+    assert status_note({}) == ""
