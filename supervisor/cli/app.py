@@ -9,7 +9,12 @@ import click
 
 from .context import AppContext
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples:
+  agentd init && agentd start   # a new project: .agent/, units/example.toml, the daemon
+  agentd status                 # from any folder of the project
+  agentd doctor --env           # is this machine ready?
+  agentd COMMAND --help         # each command's options and examples""")
 @click.option("--config", type=click.Path(path_type=Path), help="settings file (default: etc/agentd.toml)")
 @click.option("--project", "--root", "project", type=click.Path(path_type=Path, file_okay=False),
               help="the project (default: $AGENTD_PROJECT, else the nearest folder at or above the working "

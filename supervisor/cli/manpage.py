@@ -88,6 +88,8 @@ def render(group: click.Group, version: str) -> str:
             ".SH SYNOPSIS", ".B agentd", "[\\fB\\-\\-project\\fR \\fIPATH\\fR] [\\fB\\-\\-config\\fR \\fIPATH\\fR] "
             "\\fICOMMAND\\fR [\\fIARGS\\fR]...", ".SH DESCRIPTION"]
     body += [p + "\n.PP" for p in _paragraphs(group.help or "")]
+    if group.epilog:
+        body += _paragraphs(group.epilog)
     body += [".SH OPTIONS", *_options(group, ctx), ".SH COMMANDS"]
     for name in sorted(group.list_commands(ctx)):
         command = group.get_command(ctx, name)

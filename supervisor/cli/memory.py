@@ -442,7 +442,10 @@ Examples:
               help="check the machine instead: agent CLIs and versions, git, inotify, user namespaces, Landlock, "
                    "the socket directory, disk space, the service stop timeout")
 def doctor(env: bool) -> None:
-    """Check the store: malformed lines (file:line), stale facts, missing files. Exit 1 on errors."""
+    """Check the store (or with --env, this machine). Exit 1 on errors.
+
+    The store: malformed lines (file:line), stale facts, missing files.
+    """
     if env:
         from .doctor_env import Status, diagnose_env
 
