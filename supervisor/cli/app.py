@@ -9,23 +9,37 @@ import click
 
 from .context import AppContext
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples:
+  agentd init && agentd start   # a new project: .agent/, units/example.toml, the daemon
+  agentd status                 # from any folder of the project
+  agentd doctor --env           # is this machine ready?
+  agentd COMMAND --help         # each command's options and examples""")
 @click.option("--config", type=click.Path(path_type=Path), help="settings file (default: etc/agentd.toml)")
-@click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="project root (default: cwd)")
+@click.option("--project", "--root", "project", type=click.Path(path_type=Path, file_okay=False),
+              help="the project (default: $AGENTD_PROJECT, else the nearest folder at or above the working "
+                   "directory with units/, .agent/ or .agentd/)")
 @click.pass_context
-def cli(ctx: click.Context, config: Path | None, root: Path | None) -> None:
-    """agentd: supervise AI coding agents whose state can be rebuilt."""
-    ctx.obj = AppContext(config, root)
+def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
+    """agentd: supervise AI coding agents whose state can be rebuilt.
+
+    Every command finds its project the way git finds a repository: --project,
+    else $AGENTD_PROJECT, else the nearest folder at or above the working
+    directory that holds units/, .agent/ or .agentd/.
+    """
+    ctx.obj = AppContext(config, project)
 
 
 
 
 def _register() -> None:
-    from . import commands, memory
+    from . import commands, export, memory
 
     for command in commands.COMMANDS:
         cli.add_command(command)
     memory.register(cli)
+    cli.add_command(export.export)
+    cli.add_command(export.run_unit)
 
 
 _register()

@@ -15,14 +15,74 @@ import click
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
 from .render import render_history, render_status
 
-@click.command()
+#: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
+
+
+def _refuse_without_units(app: AppContext) -> None:
+    """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
+    from .project import units_problem
+
+    problem = units_problem(app.settings, app.where)
+    if problem:
+        raise click.ClickException(f"not starting: {problem}")
+
+
+def _checkpointing(app: AppContext, units: tuple[str, ...]) -> tuple[list[str], float]:
+    """The running units a graceful stop or restart checkpoints first, and the longest such checkpoint."""
+    from ..config.units import load_units
+
+    try:
+        result = client_call(app.settings, "status", timeout=10.0, units=units_arg(units))
+    except click.ClickException:
+        return [], 0.0
+    running = [row["unit"] for row in result.get("units", []) if row.get("state") in ("running", "checkpointing")] \
+        if isinstance(result, dict) else []
+    specs, _errors = load_units(app.settings.units_path)
+    names, longest = [], 0.0
+    for name in running:
+        spec = specs.get(name)
+        if spec is not None and spec.checkpoint.enabled and spec.checkpoint.on_stop:
+            names.append(name)
+            longest = max(longest, spec.checkpoint.deadline + spec.checkpoint.grace)
+    return names, longest
+
+
+def _announce(action: str, names: list[str], longest: float) -> None:
+    if names:
+        click.echo(f"{action}: checkpointing {', '.join(names)} first (up to {longest:g} s); Ctrl-C stops waiting, "
+                   f"not the daemon; --now skips the checkpoint", err=True)
+
+
+def _interrupted(action: str, units: tuple[str, ...], now: bool) -> None:
+    """Ctrl-C while the daemon works: say what goes on without us, and how to skip it."""
+    what = ", ".join(units) if units else ("every unit, then itself" if action == "stop" else "the units")
+    steps = ("ends each agent (SIGTERM, then SIGKILL after its stop_timeout)" if now else
+             "checkpoints each running agent first (up to its [checkpoint] deadline + grace), then ends it "
+             "(SIGTERM, then SIGKILL after its stop_timeout)")
+    verb = "stopping" if action == "stop" else "restarting"
+    hint = "" if now else f" `agentd {action} --now{' ' + ' '.join(units) if units else ''}` skips the checkpoints;"
+    click.echo(f"\nagentd {action}: interrupted. The daemon goes on {verb} {what} in the background: it {steps}."
+               f"{hint} `agentd status` shows where it is.", err=True)
+    sys.exit(INTERRUPTED)
+
+@click.command(epilog="""\b
+Examples:
+  agentd start                  # the daemon and every enabled unit
+  agentd start api web          # these units (and the daemon if it is not running)
+  agentd start --foreground     # under systemd (Type=notify), see the README""")
 @click.argument("units", nargs=-1)
 @click.option("--foreground", is_flag=True, help="stay in the foreground (for systemd: Type=notify)")
 @click.option("--detached", is_flag=True, hidden=True)
 @pass_app
 def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: bool) -> None:
-    """Start the daemon (if needed) and UNITS (default: every enabled unit)."""
+    """Start the daemon (if needed) and UNITS (default: every enabled unit).
+
+    Refuses when the project has no unit file (`agentd init` writes an example).
+    """
     settings = app.settings
+    if foreground or not daemon_running(settings):
+        _refuse_without_units(app)
     if foreground:
         from ..daemon.daemonize import run_daemon
         from ..daemon.pidfile import AlreadyRunning
@@ -46,30 +106,45 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
         print_result(client_call(settings, "start", timeout=None, units=list(units)))
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd stop                   # checkpoint every running unit, stop it, then the daemon
+  agentd stop web --now         # stop one unit at once, without the checkpoint""")
 @click.argument("units", nargs=-1)
 @click.option("--now", is_flag=True, help="skip the checkpoint (stop at once)")
 @pass_app
 def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
-    """Stop UNITS, or every unit and then the daemon."""
+    """Stop UNITS, or every unit and then the daemon.
+
+    A graceful stop checkpoints each running agent first.  Ctrl-C stops
+    waiting, not the daemon: it goes on stopping (exit code 130).
+    """
     settings = app.settings
     if not daemon_running(settings):
         click.echo("agentd is not running")
         return
-    if units:
-        print_result(client_call(settings, "stop", timeout=None, units=list(units), now=now))
-        return
-    from ..daemon.daemonize import wait_stopped
-    from ..daemon.pidfile import read_pidfile
+    try:
+        if not now:
+            _announce("stop", *_checkpointing(app, units))
+        if units:
+            print_result(client_call(settings, "stop", timeout=None, units=list(units), now=now))
+            return
+        from ..daemon.daemonize import wait_stopped
+        from ..daemon.pidfile import read_pidfile
 
-    daemon = read_pidfile(settings.pidfile)
-    client_call(settings, "shutdown", timeout=None, now=now)
-    if not wait_stopped(settings, timeout=60.0, daemon=daemon):
-        raise click.ClickException("agentd did not exit within 60s after stopping its units")
+        daemon = read_pidfile(settings.pidfile)
+        client_call(settings, "shutdown", timeout=None, now=now)
+        if not wait_stopped(settings, timeout=60.0, daemon=daemon):
+            raise click.ClickException("agentd did not exit within 60s after stopping its units")
+    except KeyboardInterrupt:
+        _interrupted("stop", units, now)
     click.echo("agentd stopped")
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd status                 # every unit
+  agentd status web --json      # one unit, machine-readable (exit 3 unless it runs)""")
 @click.argument("units", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @pass_app
@@ -97,19 +172,33 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
         sys.exit(3)
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd restart web            # a fresh session through a checkpoint
+  agentd restart --now          # every unit at once, no checkpoint""")
 @click.argument("units", nargs=-1)
 @click.option("--now", is_flag=True, help="skip the checkpoint (restart at once)")
 @pass_app
 def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
-    """Restart UNITS (default: every active or enabled unit)."""
+    """Restart UNITS (default: every active or enabled unit).
+
+    Ctrl-C stops waiting, not the daemon: it goes on restarting (exit code 130).
+    """
     settings = app.settings
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    print_result(client_call(settings, "restart", timeout=None, units=units_arg(units), now=now))
+    try:
+        if not now:
+            _announce("restart", *_checkpointing(app, units))
+        print_result(client_call(settings, "restart", timeout=None, units=units_arg(units), now=now))
+    except KeyboardInterrupt:
+        _interrupted("restart", units, now)
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd reload                 # after editing units/*.toml
+  systemctl reload agentd       # the same under systemd (ExecReload)""")
 @pass_app
 def reload(app: AppContext) -> None:
     """Re-read unit files: start new, stop removed, restart changed, keep the rest."""
@@ -124,7 +213,9 @@ def reload(app: AppContext) -> None:
         click.echo(f"error: {err}", err=True)
 
 
-@click.command("reset-failed")
+@click.command("reset-failed", epilog="""\b
+Examples:
+  agentd reset-failed web       # after fixing why web crash-looped""")
 @click.argument("units", nargs=-1)
 @pass_app
 def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
@@ -132,7 +223,10 @@ def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
     print_result(client_call(app.settings, "reset-failed", units=units_arg(units)))
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd send web "run the tests and fix what fails"
+  agentd send web --no-enter "draft"   # typed, not submitted""")
 @click.argument("unit")
 @click.argument("text")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
@@ -147,7 +241,10 @@ def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
         click.echo(f"typed into {unit} ({result['bytes']} bytes)")
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd attach web             # the live terminal; Ctrl-] detaches
+  agentd attach web --read-only # watch without typing""")
 @click.argument("unit")
 @click.option("--read-only", is_flag=True, help="watch only: typed keys are not sent (Ctrl-] still detaches)")
 @click.option("--raw", is_flag=True, help="the unredacted stream: secrets the agent prints are shown (warns)")
@@ -214,7 +311,9 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
         pass
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd checkpoint web         # notes written, then a fresh session with the wakeup""")
 @click.argument("unit")
 @pass_app
 def checkpoint(app: AppContext, unit: str) -> None:
@@ -224,7 +323,10 @@ def checkpoint(app: AppContext, unit: str) -> None:
     click.echo(render_history([record]))
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd history web            # the last 20 cycles
+  agentd history web -n 5 --json""")
 @click.argument("unit")
 @click.option("-n", "count", default=20, show_default=True, help="cycles to show")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines")
@@ -249,7 +351,10 @@ def history(app: AppContext, unit: str, count: int, as_json: bool) -> None:
     click.echo(render_history(records))
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples (what the agents' hooks run, not people):
+  agentd notify --unit web '{"type": "agent-turn-complete"}'
+  echo '{"hook_event_name": "Stop"}' | agentd notify""")
 @click.option("--unit", "unit_name", envvar="AGENTD_UNIT", required=True, help="the unit (default: $AGENTD_UNIT)")
 @click.argument("payload", required=False)
 def notify(unit_name: str, payload: str | None) -> None:
@@ -284,7 +389,10 @@ def notify(unit_name: str, payload: str | None) -> None:
         click.echo(reply["output"])
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd violations             # every unit's
+  agentd violations web --json""")
 @click.argument("unit", required=False)
 @click.option("--json", "as_json", is_flag=True, help="JSON lines")
 @pass_app
@@ -308,18 +416,45 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
                         headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "DONE"]))
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd check                  # before `agentd start` or `agentd reload`
+  agentd --project ~/src/app check""")
 @pass_app
 def check(app: AppContext) -> None:
-    """Validate every unit file, and the rules between units, without starting anything (exit 1 on errors).
+    """Validate every unit file and the rules between units, without starting anything.
 
-    It refuses exactly what `agentd start` and `agentd reload` refuse."""
+    It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1
+    on errors, or when there is no unit).  It also warns about units that load
+    but will misbehave: an interactive shell or REPL as the agent, and
+    checkpoint deadlines longer than the stop timeout agentd runs under
+    (systemd's TimeoutStopSec, via $TIMEOUT_STOP_USEC or the
+    service_stop_timeout setting).
+    """
     from ..config.check import load_project_units
+    from ..config.stopbudget import stop_budget, stop_problem
+    from ..config.unit_warnings import unit_warnings
+    from .doctor_env import service_stop_limit
+    from .project import units_problem
 
     settings = app.settings
+    problem = units_problem(settings, app.where)
+    if problem:
+        click.echo(f"error  {problem}")
+        sys.exit(1)
     specs, errors = load_project_units(settings.units_path, settings.project_root)
     for name, spec in specs.items():
         click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")
+        for warning in unit_warnings(spec, settings.stop_timeout):
+            click.echo(f"warn   {name}: {warning}")
+    try:
+        limit = service_stop_limit(settings, os.environ)
+    except ValueError as exc:
+        click.echo(f"warn   {exc}")
+        limit = None
+    too_long = stop_problem(stop_budget(specs, settings.stop_timeout), limit) if limit is not None else None
+    if too_long:
+        click.echo(f"warn   {too_long}")
     for err in errors:
         click.echo(f"error  {err}")
     if errors:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..config.paths import DEFAULT_STATE_DIR, PlainPaths, file_root, find_config
+from ..config.paths import DEFAULT_STATE_DIR, ENV_PREFIX, PROJECT_ENV, Location, PlainPaths, locate
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # nothing but plain, valid values is configured (else the full settings).
 _PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
                "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
-               "status_interval": float}
+               "status_interval": float, "service_stop_timeout": float}
+#: The only AGENTD_* variables the fast path reads itself (the rule in supervisor.config.paths.locate).
+_FAST_ENV = {ENV_PREFIX + "CONFIG", *PROJECT_ENV}
 
 
 def _plain(key: str, value: Any) -> bool:
@@ -40,16 +42,16 @@ def _plain(key: str, value: Any) -> bool:
 def _quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
     """The paths without pydantic when the configuration is plain (None: load the full settings).
 
-    Mirrors :func:`supervisor.config.settings.load_settings`: the config file is
-    ``config``, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml`` when it
-    exists; a relative ``project_root`` in it is relative to the file's
-    project.  Anything else (other ``AGENTD_*`` variables, an unreadable
-    file, unknown keys, values that need conversion) takes the full path,
-    which also reports every error exactly as before.
+    The project and the config file come from :func:`supervisor.config.paths.locate`,
+    exactly as in :func:`supervisor.config.settings.load_settings`.  Anything
+    else (other ``AGENTD_*`` variables, an unreadable file, unknown keys,
+    values that need conversion) takes the full path, which also reports every
+    error exactly as before.
     """
-    if any(k.startswith("AGENTD_") and k != "AGENTD_CONFIG" for k in os.environ):
+    if any(k.startswith(ENV_PREFIX) and k not in _FAST_ENV for k in os.environ):
         return None
-    path = find_config(config)
+    where = locate(root, config)
+    path = where.config
     data: dict[str, Any] = {}
     if path is not None:
         import tomllib
@@ -61,13 +63,7 @@ def _quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
             return None
         if not all(_plain(k, v) for k, v in data.items()):
             return None
-    if root is not None:
-        project_root = root
-    elif "project_root" in data and path is not None:
-        project_root = file_root(data["project_root"], path)
-    else:
-        project_root = Path.cwd()
-    return PlainPaths(project_root.expanduser().resolve(), Path(data.get("state_dir", DEFAULT_STATE_DIR)),
+    return PlainPaths(where.project_root(data.get("project_root")), Path(data.get("state_dir", DEFAULT_STATE_DIR)),
                       Path(data.get("units_dir", "units")))
 
 
@@ -90,6 +86,11 @@ class AppContext:
             except SettingsError as exc:
                 raise click.ClickException(str(exc)) from None
         return self._settings
+
+    @property
+    def where(self) -> Location:
+        """How the project was found (for messages)."""
+        return locate(self._root, self._config)
 
     @property
     def paths(self) -> Settings | PlainPaths:

@@ -73,30 +73,44 @@ def register(group: click.Group) -> None:
 
 # init / decide / note ---------------------------------------------------------------
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd init                     # in a new project: .agent/ and units/example.toml
+  agentd --project ~/src/app init""")
 def init() -> None:
-    """Create the .agent/ memory store (idempotent; never overwrites a file).
+    """Create what is missing: the .agent/ memory store, and units/ with a commented example unit.
 
-    Also adds agentd's state directory (.agentd/) to .gitignore: it holds
-    transcripts and logs, which must never be committed.  .agent/ stays tracked.
+    Idempotent; never overwrites a file.  The example (units/example.toml) is
+    written only when the project has no units/ folder yet.  Also adds agentd's
+    state directory (.agentd/) to .gitignore: it holds transcripts and logs,
+    which must never be committed; .agent/ stays tracked.
     """
+    from ..config.example_unit import write_example_unit
     from ..memory import AgentPaths, init_store
     from ..memory.scaffold import ignore_state_dir
 
-    root = _root()
+    settings = _settings()
+    root = settings.project_root
     with _errors():
         created = init_store(root)
-        ignored = ignore_state_dir(root, _settings().state_path)
+        ignored = ignore_state_dir(root, settings.state_path)
+        example = write_example_unit(settings.units_path)
     paths = AgentPaths(root)
+    click.echo(f"project {root}")
     if not created:
         click.echo(f"{paths.rel(paths.dir)}: already complete, nothing created")
     for path in created:
         click.echo(f"created {paths.rel(path)}")
     if ignored is not None:
         click.echo(f"added {ignored} to .gitignore")
+    if example is not None:
+        click.echo(f"created {paths.rel(example)} (a disabled example: edit it, or try `agentd start example`)")
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd decide "cache parsed tokens in memory" --why "because parsing is 80 % of a run, so we keep them" --tag arch
+  agentd decide "freeze the wire format" --why "because clients pin it, so changes go behind a flag" --global""")
 @click.argument("text")
 @click.option("--why", required=True, help='cause and conclusion: "because ..., so ..."')
 @click.option("--tag", "tags", multiple=True, help="arch, naming, deps, pitfall, constraint, task, or your own")
@@ -144,7 +158,10 @@ def _tell_daemon(cmd: str, **args: object) -> object:
         return None
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd task web "port the parser to the v2 API"
+""")
 @click.argument("unit")
 @click.argument("text")
 def task(unit: str, text: str) -> None:
@@ -197,7 +214,10 @@ def sync_cmd(remote: str, branch: str, retries: int) -> None:
     click.echo(result.describe(remote, branch))
 
 
-@click.command("log")
+@click.command("log", epilog="""\b
+Examples:
+  agentd log --all                # every module, merged by time
+  agentd log --module api --since 2026-11-01 --tag deps""")
 @click.option("--module", "modules", multiple=True, help="a module's log (repeatable); global is always included")
 @click.option("--all", "all_", is_flag=True, help="every module's log")
 @click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
@@ -230,7 +250,10 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
         click.echo("no decisions")
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd note "the flaky test needs a warm cache" --confirmed
+  agentd note "the leak may come from the pool" --hypothesis""")
 @click.argument("text")
 @click.option("--confirmed", "kind", flag_value="confirmed", help="a verified finding")
 @click.option("--hypothesis", "kind", flag_value="hypothesis", help="a guess still to check")
@@ -250,12 +273,17 @@ def note(text: str, kind: str | None, module: str | None, global_: bool) -> None
 
 # facts / promote ------------------------------------------------------------------
 
-@click.group()
+@click.group(epilog="""\b
+Examples:
+  agentd fact add "retries are capped at 3" --source src/net/retry.py:12
+  agentd fact check              # exit 1 when a source changed""")
 def fact() -> None:
     """Stable facts with their source lines (add, check, invalidate, list)."""
 
 
-@fact.command("add")
+@fact.command("add", epilog="""\b
+Examples:
+  agentd fact add "retries are capped at 3" --source src/net/retry.py:10-14""")
 @click.argument("text")
 @click.option("--module", help="module (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
 @click.option("--source", required=True, help="PATH:LINE or PATH:START-END the fact comes from")
@@ -269,7 +297,9 @@ def fact_add(text: str, module: str | None, source: str) -> None:
     click.echo(f"{f.id} ({f.module}): {f.text} [source {f.source}, sha {f.sha}]")
 
 
-@fact.command("check")
+@fact.command("check", epilog="""\b
+Examples:
+  agentd fact check""")
 def fact_check() -> None:
     """Re-read every fact's source; mark changed ones stale (exit 1 if any is stale)."""
     from ..memory import check_facts
@@ -288,7 +318,10 @@ def fact_check() -> None:
         sys.exit(1)
 
 
-@fact.command("invalidate")
+@fact.command("invalidate", epilog="""\b
+Examples:
+  agentd fact invalidate F3 --why "the cap moved to config"
+""")
 @click.argument("fact_id")
 @click.option("--why", required=True, help="why the fact no longer holds")
 def fact_invalidate(fact_id: str, why: str) -> None:
@@ -300,7 +333,9 @@ def fact_invalidate(fact_id: str, why: str) -> None:
     click.echo(f"{f.id} ({f.module}): invalid: {f.invalid_why}")
 
 
-@fact.command("list")
+@fact.command("list", epilog="""\b
+Examples:
+  agentd fact list --module api""")
 @click.option("--module", help="only this module ('global' for global facts)")
 def fact_list(module: str | None) -> None:
     """List facts with their status."""
@@ -316,7 +351,10 @@ def fact_list(module: str | None) -> None:
         click.echo(f"{f.id} [{f.status}] ({f.module}) {f.text} [source {f.source or 'engram'}]{extra}")
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  agentd promote                 # into the global facts
+  agentd promote --module api""")
 @click.option("--module", help="module that receives the facts (default: $AGENTD_MODULE, unit's module, global)")
 def promote(module: str | None) -> None:
     """Move confirmed engram notes into facts and archive the engram."""
@@ -332,7 +370,10 @@ def promote(module: str | None) -> None:
 
 # recall -----------------------------------------------------------------------------
 
-@click.command("recall")
+@click.command("recall", epilog="""\b
+Examples:
+  agentd recall parser cache      # works from any folder of the project
+  agentd recall --tag deps --kind decision --limit 5""")
 @click.argument("words", nargs=-1)
 @click.option("--tag", help="decision tag (arch, deps, ...) or engram kind (confirmed, hypothesis, auto)")
 @click.option("--path", "path", help="file glob the decision or fact must touch")
@@ -357,7 +398,10 @@ def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, module
 
 # wakeup -----------------------------------------------------------------------------
 
-@click.command("wakeup")
+@click.command("wakeup", epilog="""\b
+Examples:
+  agentd wakeup web              # exactly what web's next session gets
+  agentd wakeup --module api --budget 1500""")
 @click.argument("unit", required=False)
 @click.option("--module", help="module to brief (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
 @click.option("--scope", "scope", multiple=True, help="file globs of the module (default: the unit's scope)")
@@ -389,12 +433,17 @@ def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], bud
 
 # snapshots --------------------------------------------------------------------------
 
-@click.group()
+@click.group(epilog="""\b
+Examples:
+  agentd snapshot list
+  agentd snapshot show snapshot-003 --file src/app.py""")
 def snapshot() -> None:
     """Decision snapshots (show, list)."""
 
 
-@snapshot.command("show")
+@snapshot.command("show", epilog="""\b
+Examples:
+  agentd snapshot show snapshot-003""")
 @click.argument("ident")
 @click.option("--file", "file", help="print this file's content as the snapshot recorded it")
 def snapshot_show(ident: str, file: str | None) -> None:
@@ -411,7 +460,9 @@ def snapshot_show(ident: str, file: str | None) -> None:
         click.echo(snapshots.render(snapshots.load_id(paths, ident)))
 
 
-@snapshot.command("list")
+@snapshot.command("list", epilog="""\b
+Examples:
+  agentd snapshot list --limit 5""")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 def snapshot_list(limit: int) -> None:
     """The newest snapshots, newest first."""
@@ -428,9 +479,29 @@ def snapshot_list(limit: int) -> None:
 
 # doctor / mcp -----------------------------------------------------------------------
 
-@click.command()
-def doctor() -> None:
-    """Check the store: malformed lines (file:line), stale facts, missing files. Exit 1 on errors."""
+@click.command(epilog="""\b
+Examples:
+  agentd doctor          # the .agent/ store
+  agentd doctor --env    # this machine: agent CLIs, git, inotify, namespaces, Landlock, socket, disk, stop timeout""")
+@click.option("--env", "env", is_flag=True,
+              help="check the machine instead: agent CLIs and versions, git, inotify, user namespaces, Landlock, "
+                   "the socket directory, disk space, the service stop timeout")
+def doctor(env: bool) -> None:
+    """Check the store (or with --env, this machine). Exit 1 on errors.
+
+    The store: malformed lines (file:line), stale facts, missing files.
+    """
+    if env:
+        from .doctor_env import Status, diagnose_env
+
+        results = diagnose_env(_settings())
+        for result in results:
+            click.echo(result.render())
+        failed = sum(r.status is Status.FAIL for r in results)
+        click.echo(f"{failed} failure(s), {sum(r.status is Status.WARN for r in results)} warning(s)")
+        if failed:
+            sys.exit(1)
+        return
     from ..memory.doctor import diagnose
 
     findings = diagnose(_root())
@@ -442,7 +513,9 @@ def doctor() -> None:
         sys.exit(1)
 
 
-@click.command("mcp")
+@click.command("mcp", epilog="""\b
+Examples:
+  agentd mcp                     # in an agent's MCP config: {"command": "agentd", "args": ["mcp"]}""")
 def mcp_cmd() -> None:
     """Serve the memory tools to an agent over MCP on stdio."""
     from ..mcp_server import serve

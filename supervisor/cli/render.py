@@ -35,6 +35,24 @@ def fmt_count(n: int) -> str:
 
 
 
+def status_note(row: dict) -> str:
+    """A unit's NOTE column: the parts it has, joined by "; " (never an empty part)."""
+    sched = row.get("schedule") or {}
+    parts = [f"next {k} {v[:19].replace('T', ' ')}" for k, v in sched.items() if v]
+    if row.get("violations"):
+        parts.append(f"{row['violations']} violation(s)")
+    if row.get("queued_sends"):
+        parts.append(f"{row['queued_sends']} queued")
+    if row.get("next_restart_in") is not None:
+        parts.append(f"restart in {row['next_restart_in']:.0f}s")
+    parts.append(row.get("activity") or row.get("reason") or "")
+    last = row.get("last_checkpoint")
+    if last:
+        ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
+        parts.append(f"last checkpoint {last['trigger']} {last['flush']}{ratio}")
+    return "; ".join(part for part in parts if part)
+
+
 def render_status(result: dict) -> str:
     from tabulate import tabulate
 
@@ -42,26 +60,12 @@ def render_status(result: dict) -> str:
     head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {daemon['project_root']}"
     rows = []
     for row in result["units"]:
-        note = row.get("activity") or row.get("reason") or ""
-        if row.get("next_restart_in") is not None:
-            note = f"restart in {row['next_restart_in']:.0f}s; {note}"
-        if row.get("queued_sends"):
-            note = f"{row['queued_sends']} queued; {note}"
-        if row.get("violations"):
-            note = f"{row['violations']} violation(s); {note}"
-        sched = row.get("schedule") or {}
-        nexts = [f"next {k} {v[:19].replace('T', ' ')}" for k, v in sched.items() if v]
-        if nexts:
-            note = "; ".join([*nexts, note]) if note else "; ".join(nexts)
         ctx = row.get("context")
         context = "-"
         if ctx:
             approx = "" if ctx["exact"] else "~"
             context = f"{approx}{fmt_count(ctx['used'])}/{fmt_count(ctx['window'])} {ctx['ratio'] * 100:.0f}%"
-        last = row.get("last_checkpoint")
-        if last:
-            ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
-            note = f"{note}; last checkpoint {last['trigger']} {last['flush']}{ratio}".lstrip("; ")
+        note = status_note(row)
         rows.append(
             [
                 row["unit"],

@@ -1,29 +1,52 @@
-"""Where agentd's files are, from the settings' path values.
+"""Where the project is, which settings file applies, and where agentd's files are.
 
 Standard library only, so that short client commands (``agentd status``) can
-find the pidfile and the socket without importing pydantic; :class:`Settings`
-uses the same rules (it inherits :class:`StatePaths`).
+find the pidfile and the socket without importing pydantic.  The full
+settings (:mod:`supervisor.config.settings`) use the same :func:`locate` and
+inherit :class:`StatePaths`: one rule for both.
+
+Finding the project works the way git finds a repository.  The project root is,
+first match wins:
+
+1. ``--project PATH`` (alias ``--root``);
+2. ``$AGENTD_PROJECT``, else ``$AGENTD_PROJECT_ROOT``;
+3. ``project_root`` in the settings file (relative: to the folder that holds ``etc/``);
+4. the nearest folder at or above the working directory that holds ``units/``,
+   ``.agent/`` or ``.agentd/``;
+5. the working directory.
+
+The settings file is ``--config PATH``, else ``$AGENTD_CONFIG``, else
+``etc/agentd.toml`` in the project found by 1, 2, 4 or 5 when it exists.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 ENV_PREFIX = "AGENTD_"
 DEFAULT_CONFIG = Path("etc") / "agentd.toml"
 DEFAULT_STATE_DIR = Path(".agentd")
+#: A folder holding one of these (as a directory) is a project root.
+PROJECT_MARKERS = ("units", ".agent", ".agentd")
+#: Environment variables that name the project, in precedence order.
+PROJECT_ENV = ("AGENTD_PROJECT", "AGENTD_PROJECT_ROOT")
 
 
-def find_config(explicit: Path | None) -> Path | None:
-    """``--config``, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml`` under the cwd when it exists."""
-    if explicit is not None:
-        return explicit
-    env = os.environ.get(ENV_PREFIX + "CONFIG")
-    if env:
-        return Path(env)
-    candidate = Path.cwd() / DEFAULT_CONFIG
-    return candidate if candidate.is_file() else None
+def discover_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``units/``, ``.agent/`` or ``.agentd/``."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if any((folder / marker).is_dir() for marker in PROJECT_MARKERS):
+            return folder
+    return None
+
+
+def _absolute(path: Path, cwd: Path) -> Path:
+    path = path.expanduser()
+    return (path if path.is_absolute() else cwd / path).resolve()
 
 
 def file_root(value: str, config: Path) -> Path:
@@ -35,6 +58,59 @@ def file_root(value: str, config: Path) -> Path:
     if base.name == "etc":
         base = base.parent
     return base / root
+
+
+@dataclass(frozen=True)
+class Location:
+    """The project and the settings file, before that file is read (see the module's rule)."""
+
+    cwd: Path
+    explicit: Path | None = None
+    explicit_from: str = ""
+    found: Path | None = None
+    config: Path | None = None
+
+    def project_root(self, file_value: str | None = None) -> Path:
+        """The root, given the settings file's ``project_root`` (None when it has none)."""
+        if self.explicit is not None:
+            return self.explicit
+        if file_value is not None and self.config is not None:
+            return file_root(file_value, self.config).resolve()
+        return (self.found or self.cwd).resolve()
+
+    def root_source(self, file_value: str | None = None) -> str:
+        """Where :meth:`project_root` came from, for messages."""
+        if self.explicit is not None:
+            return self.explicit_from
+        if file_value is not None and self.config is not None:
+            return f"{self.config} (config file)"
+        if self.found is not None:
+            return f"found above {self.cwd}" if self.found != self.cwd else "the working directory"
+        return f"the working directory: no units/, .agent/ or .agentd/ in {self.cwd} or above"
+
+
+def locate(root_flag: Path | None, config_flag: Path | None, environ: Mapping[str, str] | None = None,
+           cwd: Path | None = None) -> Location:
+    """Apply the module's rule (steps 1, 2, 4, 5 and the settings file; step 3 is :meth:`Location.project_root`)."""
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    explicit: Path | None = None
+    source = ""
+    if root_flag is not None:
+        explicit, source = _absolute(Path(root_flag), cwd), "--project (the command line)"
+    else:
+        for name in PROJECT_ENV:
+            if environ.get(name):
+                explicit, source = _absolute(Path(environ[name]), cwd), f"{name} (environment)"
+                break
+    found = discover_root(cwd) if explicit is None else None
+    base = explicit or found or cwd
+    config: Path | None = config_flag
+    if config is None and environ.get(ENV_PREFIX + "CONFIG"):
+        config = Path(environ[ENV_PREFIX + "CONFIG"])
+    if config is None and (base / DEFAULT_CONFIG).is_file():
+        config = base / DEFAULT_CONFIG
+    return Location(cwd=cwd, explicit=explicit, explicit_from=source, found=found, config=config)
 
 
 class StatePaths:
@@ -71,6 +147,10 @@ class StatePaths:
     @property
     def transcripts_path(self) -> Path:
         return self.state_path / "transcripts"
+
+    def run_unit_state(self, unit: str) -> Path:
+        """The state directory of the daemon ``agentd run-unit UNIT`` starts (its own pidfile, socket, log)."""
+        return self.state_path / "run-unit" / unit
 
 
 class PlainPaths(StatePaths):

@@ -1,9 +1,11 @@
 """Daemon settings: ``etc/agentd.toml``, then ``AGENTD_*`` environment, then CLI flags.
 
 Precedence, highest first: explicit keyword arguments (the CLI), ``AGENTD_*``
-environment variables, the TOML file, the defaults below.  The TOML file is
-``--config PATH`` when given, else ``$AGENTD_CONFIG``, else ``etc/agentd.toml``
-under the current directory when it exists.
+environment variables, the TOML file, the defaults below.  Which project and
+which TOML file is the one rule of :func:`supervisor.config.paths.locate`
+(``--project``, ``$AGENTD_PROJECT``, the file's ``project_root``, else the
+nearest folder above the working directory with ``units/``, ``.agent/`` or
+``.agentd/``), shared with the CLI's fast path.
 
 A bad value is reported as one line naming the setting and where it came from,
 e.g. ``setting 'stop_timeout' from AGENTD_STOP_TIMEOUT (environment): Input
@@ -21,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .paths import ENV_PREFIX, StatePaths, file_root, find_config
+from .paths import ENV_PREFIX, StatePaths, discover_root, locate
 
 
 _FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
@@ -46,7 +48,8 @@ class Settings(StatePaths, BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
-    project_root: Path = Field(default_factory=Path.cwd, description="the project the agents work on")
+    project_root: Path = Field(default_factory=lambda: discover_root(Path.cwd()) or Path.cwd(),
+                               description="the project the agents work on")
     state_dir: Path = Field(
         default=Path(".agentd"),
         description="pidfile, control socket, agentd's log, transcripts (relative: under project_root)",
@@ -57,6 +60,12 @@ class Settings(StatePaths, BaseSettings):
     stop_timeout: float = Field(default=10.0, gt=0, description="default seconds between SIGTERM and SIGKILL")
     start_timeout: float = Field(default=30.0, gt=0, description="seconds `agentd start` waits for the socket")
     status_interval: float = Field(default=2.0, gt=0, description="seconds between CPU/RSS samples of agents")
+    only_units: tuple[str, ...] = Field(
+        default=(), description="load only these units (`agentd run-unit UNIT`: one unit, one daemon, one service)")
+    service_stop_timeout: float | None = Field(
+        default=None, gt=0,
+        description="seconds the service manager gives agentd to stop (systemd TimeoutStopSec; "
+                    "default: $TIMEOUT_STOP_USEC when set)")
 
     @field_validator("project_root")
     @classmethod
@@ -82,13 +91,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(f"config file {path}: not found (pass an existing file to --config)") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"config file {path}: not valid TOML: {exc}") from None
-    root = data.get("project_root")
-    if isinstance(root, str):
-        data["project_root"] = str(file_root(root, path))
     return data
 
 
-def _source_of(field: str, file_data: dict[str, Any], config: Path | None, overrides: dict[str, Any]) -> str:
+def _source_of(field: str, file_data: dict[str, Any], config: Path | None, overrides: dict[str, Any],
+               root_from: str) -> str:
+    if field == "project_root" and root_from:
+        return root_from
     if field in overrides:
         return "the command line"
     env_name = ENV_PREFIX + field.upper()
@@ -106,8 +115,15 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     its source when something is wrong.
     """
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    path = find_config(config)
+    where = locate(overrides.pop("project_root", None), config)
+    path = where.config
     file_data = _read_toml(path) if path is not None else {}
+    file_value = file_data.get("project_root")
+    root_from = ""
+    if where.explicit is not None or file_value is None or isinstance(file_value, str):
+        # Else a bad value in the file, reported by the validation below.
+        overrides["project_root"] = where.project_root(file_value)
+        root_from = where.root_source(file_value)
     token = _FILE_DATA.set(file_data)
     try:
         return Settings(**overrides)
@@ -116,9 +132,9 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
         field = str(err["loc"][0]) if err["loc"] else "?"
         known = ", ".join(Settings.model_fields)
         if err["type"] == "extra_forbidden":
-            where = _source_of(field, file_data, path, overrides)
-            raise SettingsError(f"unknown setting '{field}' in {where}; known settings: {known}") from None
-        where = _source_of(field, file_data, path, overrides)
-        raise SettingsError(f"setting '{field}' from {where}: {err['msg']}") from None
+            where_from = _source_of(field, file_data, path, overrides, root_from)
+            raise SettingsError(f"unknown setting '{field}' in {where_from}; known settings: {known}") from None
+        where_from = _source_of(field, file_data, path, overrides, root_from)
+        raise SettingsError(f"setting '{field}' from {where_from}: {err['msg']}") from None
     finally:
         _FILE_DATA.reset(token)

@@ -394,15 +394,18 @@ def load_unit(units_dir: Path, name: str, project_root: Path | None = None) -> U
     return parse_unit(path, project_root=project_root)
 
 
+def unit_files(units_dir: Path) -> list[Path]:
+    """The files :func:`load_units` reads: every ``*.toml`` in ``units_dir`` but examples, sorted."""
+    if not units_dir.is_dir():
+        return []
+    return [p for p in sorted(units_dir.glob("*.toml")) if not p.name.endswith(EXAMPLE_SUFFIX)]
+
+
 def load_units(units_dir: Path, project_root: Path | None = None) -> tuple[dict[str, UnitSpec], list[UnitError]]:
     """Load every ``*.toml`` in ``units_dir`` (examples skipped), sorted by name."""
     specs: dict[str, UnitSpec] = {}
     errors: list[UnitError] = []
-    if not units_dir.is_dir():
-        return specs, errors
-    for path in sorted(units_dir.glob("*.toml")):
-        if path.name.endswith(EXAMPLE_SUFFIX):
-            continue
+    for path in unit_files(units_dir):
         try:
             spec = parse_unit(path, project_root=project_root)
         except UnitLoadError as exc:

@@ -1,0 +1,223 @@
+"""`agentd doctor --env`: each check, healthy and with a real failing case (PATH, files, namespaces, seccomp, tmpfs)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from supervisor.cli.doctor_env import VERIFIED, Status, check_inotify
+from tests.conftest import AGENTD, BIN_DIR, Project, clean_env
+from tests.test_claude_e2e import claude_binary
+from tests.test_codex_e2e import _find_codex
+
+REPO = Path(__file__).resolve().parent.parent
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def doctor(project: Project, env: dict[str, str] | None = None, wrap: list[str] | None = None,
+           preexec_fn: Callable[[], None] | None = None) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """Run it; return the exit code, {check: (status, text after the check's name)} and the whole output."""
+    argv = [*(wrap or []), *AGENTD, "--project", str(project.root), "doctor", "--env"]
+    result = subprocess.run(argv, env=env or clean_env(), capture_output=True, text=True, timeout=120,
+                            preexec_fn=preexec_fn, cwd=project.root, stdin=subprocess.DEVNULL)
+    found: dict[str, tuple[str, str]] = {}
+    last = ""
+    for line in result.stdout.splitlines():
+        match = re.match(r"(ok|warn|FAIL)\s+(.{16}) (.*)", line)
+        if match:
+            last = match.group(2).strip()
+            found[last] = (match.group(1), match.group(3))
+        elif line.strip().startswith("->") and last:
+            status, text = found[last]
+            found[last] = (status, f"{text} {line.strip()}")
+    return result.returncode, found, result.stdout + result.stderr
+
+
+@pytest.fixture
+def healthy(project: Project) -> Project:
+    """A git work tree with one generic unit: every check passes."""
+    project.fake_unit("web")
+    subprocess.run(["git", "init", "-q", str(project.root)], check=True, timeout=30)
+    return project
+
+
+def test_a_healthy_machine_and_project_pass(healthy: Project) -> None:
+    code, found, out = doctor(healthy)
+    assert code == 0, out
+    assert set(found) == {"agent web", "git", "inotify", "user namespaces", "landlock", "state dir", "disk",
+                          "stop timeout"}, out
+    assert all(status == "ok" for status, _ in found.values()), out
+    assert "0 failure(s), 0 warning(s)" in out
+
+
+# -- the agent CLIs -----------------------------------------------------------------------------
+
+def test_a_missing_agent_cli_fails_and_says_how_to_install_it(project: Project) -> None:
+    project.unit("cx", '[agent]\nkind = "codex"\ncommand = ["codex"]\n')
+    code, found, out = doctor(project, clean_env(PATH=f"{BIN_DIR}:/usr/bin:/bin"))
+    assert code == 1
+    status, text = found["agent cx"]
+    assert status == "FAIL" and "'codex' not found on PATH" in text and "npm install -g @openai/codex@0.169.0" in text
+
+
+def test_versions_are_compared_with_the_verified_ones(project: Project, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, line in (("codex", "codex-cli 0.1.0"), ("claude", "9.9.9 (Claude Code)")):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\necho '{line}'\n")
+        script.chmod(0o755)
+    project.unit("oldcodex", f'[agent]\nkind = "codex"\ncommand = ["{bin_dir}/codex"]\n')
+    project.unit("oldclaude", f'[agent]\nkind = "claude"\ncommand = ["{bin_dir}/claude"]\n')
+    codex, reason = _find_codex()
+    claude = claude_binary()
+    assert codex is not None and claude is not None, f"the pinned CLIs are missing ({reason}): run tests/install_*.sh"
+    project.unit("cx", f'[agent]\nkind = "codex"\ncommand = ["{codex}"]\n')
+    project.unit("cl", f'[agent]\nkind = "claude"\ncommand = ["{claude}"]\n')
+    _code, found, out = doctor(project)
+    assert found["agent oldcodex"][0] == "warn" and "codex 0.1.0" in found["agent oldcodex"][1]
+    assert "verified with 0.169.0" in found["agent oldcodex"][1]
+    assert found["agent oldclaude"][0] == "warn" and "verified with 2.1.328" in found["agent oldclaude"][1]
+    assert found["agent cx"] == ("ok", f"codex 0.169.0 at {codex} (verified)"), out
+    assert found["agent cl"][0] == "ok" and "claude 2.1.328" in found["agent cl"][1], out
+
+
+def test_the_verified_versions_are_the_pinned_ones() -> None:
+    for kind, script in (("codex", "install_codex.sh"), ("claude", "install_claude.sh")):
+        pinned = re.search(r'VERSION="\$\{\w+:-([0-9.]+)\}"', (REPO / "tests" / script).read_text())
+        assert pinned and pinned.group(1) == VERIFIED[kind], kind
+
+
+# -- git -----------------------------------------------------------------------------------------
+
+def test_git_missing_fails_and_a_folder_outside_git_warns(project: Project) -> None:
+    project.fake_unit("web")
+    code, found, _ = doctor(project, clean_env(PATH=BIN_DIR))
+    assert code == 1 and found["git"][0] == "FAIL" and "apt-get install git" in found["git"][1]
+    code, found, _ = doctor(project)
+    assert found["git"][0] == "warn" and "not a git work tree" in found["git"][1] and "git init" in found["git"][1]
+
+
+# -- inotify ---------------------------------------------------------------------------------------
+
+def test_inotify_limit_below_the_project_folders_fails(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    for i in range(12):
+        (root / f"pkg{i}" / "sub").mkdir(parents=True)
+    (root / "node_modules" / "a" / "b").mkdir(parents=True)  # ignored by the scope guard: no watches
+    limit = tmp_path / "max_user_watches"
+    limit.write_text("1000000\n")
+    ok = check_inotify(root, limit)
+    assert ok.status is Status.OK and "needs 25 watches" in ok.detail
+    limit.write_text("10\n")
+    low = check_inotify(root, limit)
+    assert low.status is Status.FAIL and "fs.inotify.max_user_watches=" in low.fix
+    limit.write_text("not a number\n")
+    assert check_inotify(root, limit).status is Status.FAIL
+
+
+# -- user namespaces, Landlock -------------------------------------------------------------------------
+
+def test_no_user_namespaces_fails(healthy: Project) -> None:
+    """In a user namespace whose max_user_namespaces is 0, no further one can be made: the real failure."""
+    wrap = ["unshare", "-U", "-r", "sh", "-c", 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"', "wrap"]
+    code, found, out = doctor(healthy, wrap=wrap)
+    assert code == 1, out
+    status, text = found["user namespaces"]
+    assert status == "FAIL" and "cannot create one" in text and "max_user_namespaces" in text
+
+
+def _deny_landlock() -> None:
+    """seccomp: landlock_create_ruleset fails with ENOSYS, as under a container's default profile."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    program = [(0x20, 0, 0, 0),                    # A = seccomp_data.nr
+               (0x15, 0, 1, 444),                  # if A == landlock_create_ruleset
+               (0x06, 0, 0, 0x00050000 | 38),      #   return SECCOMP_RET_ERRNO | ENOSYS
+               (0x06, 0, 0, 0x7FFF0000)]           # return SECCOMP_RET_ALLOW
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *ins) for ins in program))
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(len(program), ctypes.cast(code, ctypes.c_void_p))
+    if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(prog), 0, 0):  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def test_no_landlock_fails(healthy: Project) -> None:
+    code, found, out = doctor(healthy, preexec_fn=_deny_landlock)
+    assert code == 1, out
+    assert found["landlock"][0] == "FAIL" and "Function not implemented" in found["landlock"][1]
+    assert "seccomp" in found["landlock"][1]
+    assert found["user namespaces"][0] == "ok"  # only Landlock was taken away
+
+
+# -- the state directory, the disk ----------------------------------------------------------------------
+
+def test_state_dir_open_to_others_or_owned_by_another_user_fails(healthy: Project) -> None:
+    state = healthy.root / ".agentd"
+    state.mkdir()
+    state.chmod(0o755)
+    code, found, _ = doctor(healthy)
+    assert code == 1 and found["state dir"][0] == "FAIL" and f"chmod 700 {state}" in found["state dir"][1]
+    state.chmod(0o700)
+    os.chown(state, 65534, 65534)
+    code, found, _ = doctor(healthy)
+    assert code == 1 and "belongs to uid 65534" in found["state dir"][1]
+    os.chown(state, os.getuid(), os.getgid())
+    assert doctor(healthy)[0] == 0
+
+
+def test_a_socket_path_too_long_for_unix_sockets_fails(tmp_path: Path) -> None:
+    deep = Project(tmp_path / ("d" * 60) / ("e" * 60))
+    deep.fake_unit("web")
+    code, found, _ = doctor(deep)
+    assert code == 1 and found["state dir"][0] == "FAIL" and "Unix sockets allow 107" in found["state dir"][1]
+
+
+def test_a_nearly_full_disk_fails(healthy: Project) -> None:
+    """A 1 MiB tmpfs as the state directory, in a mount namespace of its own (gone with the process)."""
+    state = healthy.root / ".agentd"
+    state.mkdir(mode=0o700)
+    wrap = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size=1m,mode=700 tmpfs "{state}" && exec "$@"', "wrap"]
+    code, found, out = doctor(healthy, wrap=wrap)
+    assert code == 1, out
+    status, text = found["disk"]
+    assert status == "FAIL" and "0.00 GiB free" in text and str(state) in text and "state_dir" in text
+    assert found["state dir"][0] == "ok"
+
+
+# -- the stop timeout -------------------------------------------------------------------------------------
+
+def test_a_stop_timeout_shorter_than_the_checkpoint_fails(healthy: Project) -> None:
+    healthy.fake_unit("web", cycle=True)  # default checkpoint: 300 s + 15 s grace, stop_timeout 3 s
+    code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="120000000"))
+    assert code == 1
+    status, text = found["stop timeout"]
+    assert status == "FAIL" and "stopping may take 333 s" in text and "allows 120 s" in text
+    assert "TimeoutStopSec=333" in text
+    code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="360000000"))
+    assert code == 0 and found["stop timeout"] == ("ok", "stopping may take 333 s; $TIMEOUT_STOP_USEC "
+                                                         "(environment) allows 360 s")
+    code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="6 minutes"))
+    assert code == 1 and "is not a number of microseconds" in found["stop timeout"][1]
+    (healthy.root / "etc").mkdir()
+    (healthy.root / "etc" / "agentd.toml").write_text("service_stop_timeout = 90\n")
+    code, found, _ = doctor(healthy)
+    assert code == 1 and "the service_stop_timeout setting allows 90 s" in found["stop timeout"][1]
+
+
+def test_output_is_one_line_per_check_with_the_fix_below(healthy: Project) -> None:
+    (healthy.root / ".agentd").mkdir(mode=0o755)
+    _code, _found, out = doctor(healthy)
+    lines = out.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith("FAIL  state dir"))
+    assert lines[index + 1].strip().startswith("-> chmod 700")
+    assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 8
