@@ -68,6 +68,10 @@ Commands (typed at the prompt, one per line)
 ``crash CODE``         exit at once with status CODE
 ``exit``               exit with status 0
 ``sleep S``            be busy for S seconds, then prompt again
+``hold PATH``          be busy until PATH exists (a test ends the turn when it
+                       chooses), print ``released by PATH``, then prompt again
+``hang``               stop answering: read no more input (Ctrl-C included),
+                       print nothing, until a signal ends the process
 ``flood N``            write exactly N bytes of deterministic payload
                        (:func:`flood_payload`) as fast as possible, then prompt
 ``spawn``              start a long-lived grandchild (a sleeping Python
@@ -602,6 +606,20 @@ class FakeAgent:
         if self.editor.busy_wait(float(rest)):
             out("^C interrupted\n")
 
+    def cmd_hold(self, rest: str) -> None:
+        path = Path(rest.strip())
+        if not rest.strip():
+            raise ValueError("usage: hold PATH")
+        while not path.exists():
+            if self.editor.busy_wait(0.05):
+                out("^C interrupted\n")
+                return
+        out(f"released by {rest.strip()}\n")
+
+    def cmd_hang(self, rest: str) -> None:
+        while True:
+            time.sleep(3600)
+
     def cmd_flood(self, rest: str) -> None:
         flood(int(rest))
 
@@ -673,6 +691,8 @@ COMMANDS = {
     "crash": FakeAgent.cmd_crash,
     "exit": FakeAgent.cmd_exit,
     "sleep": FakeAgent.cmd_sleep,
+    "hold": FakeAgent.cmd_hold,
+    "hang": FakeAgent.cmd_hang,
     "flood": FakeAgent.cmd_flood,
     "spawn": FakeAgent.cmd_spawn,
     "spawn-setsid": FakeAgent.cmd_spawn_setsid,
