@@ -68,10 +68,12 @@ Commands (typed at the prompt, one per line)
 ``crash CODE``         exit at once with status CODE
 ``exit``               exit with status 0
 ``sleep S``            be busy for S seconds, then prompt again
-``hold PATH``          be busy until PATH exists (a test ends the turn when it
-                       chooses), print ``released by PATH``, then prompt again
-``hang``               stop answering: read no more input (Ctrl-C included),
-                       print nothing, until a signal ends the process
+``hold PATH [N]``      print N work lines (default 0), then be busy until PATH
+                       exists (a test ends the turn when it chooses; Ctrl-C
+                       interrupts), print ``released by PATH``, prompt again
+``hang``               stop answering: read no more input (Ctrl-C included)
+                       and print nothing more (``--work-interval`` output
+                       included), until a signal ends the process
 ``flood N``            write exactly N bytes of deterministic payload
                        (:func:`flood_payload`) as fast as possible, then prompt
 ``spawn``              start a long-lived grandchild (a sleeping Python
@@ -607,16 +609,19 @@ class FakeAgent:
             out("^C interrupted\n")
 
     def cmd_hold(self, rest: str) -> None:
-        path = Path(rest.strip())
-        if not rest.strip():
-            raise ValueError("usage: hold PATH")
-        while not path.exists():
+        name, _, lines = rest.strip().partition(" ")
+        if not name:
+            raise ValueError("usage: hold PATH [LINES]")
+        if lines:
+            self.cmd_work(lines)
+        while not Path(name).exists():
             if self.editor.busy_wait(0.05):
                 out("^C interrupted\n")
                 return
-        out(f"released by {rest.strip()}\n")
+        out(f"released by {name}\n")
 
     def cmd_hang(self, rest: str) -> None:
+        _out_lock.acquire()  # the --work-interval printer waits for it forever
         while True:
             time.sleep(3600)
 

@@ -456,9 +456,10 @@ def test_ctrl_c_interrupts_sleep(agents: Agents) -> None:
 def test_hold_is_busy_until_its_file_exists(agents: Agents, tmp_path: Path) -> None:
     child = agents.spawn()
     child.expect_exact(PROMPT)
-    child.sendline("hold go")
+    child.sendline("hold go 2")
+    child.expect_exact("".join(line + "\r\n" for line in work_lines(2)))  # its work lines first
     child.sendline("echo typed-while-held")
-    # still busy: nothing but the prompt-less wait (the typed line is kept for later)
+    # still busy: no prompt (the typed line is kept for later)
     assert child.expect_exact([PROMPT, pexpect.TIMEOUT], timeout=1.0) == 1
     (tmp_path / "go").write_text("")
     child.expect_exact(PROMPT)
@@ -471,13 +472,19 @@ def test_hold_is_busy_until_its_file_exists(agents: Agents, tmp_path: Path) -> N
     assert child.before == b"^C interrupted\r\n"
 
 
-def test_hang_answers_nothing_until_a_signal(agents: Agents) -> None:
-    child = agents.spawn()
+def test_hang_answers_and_prints_nothing_until_a_signal(agents: Agents) -> None:
+    child = agents.spawn("--work-interval", "0.1", "--work-lines", "1")
     child.expect_exact(PROMPT)
+    child.expect_exact(work_lines(1)[0])  # it prints on its own every 0.1 s
     child.sendline("hang")
     child.sendline("echo anyone")
     child.sendcontrol("c")
-    assert child.expect([rb".", pexpect.TIMEOUT], timeout=1.0) == 1  # not a byte
+    # a work line may still be on its way; then silence (it would print every 0.1 s otherwise)
+    for _ in range(10):
+        if child.expect([rb".+", pexpect.TIMEOUT], timeout=1.0) == 1:
+            break
+    else:
+        raise AssertionError("the agent kept printing after hang")
     child.kill(signal.SIGTERM)
     assert finished(child).signalstatus == signal.SIGTERM
 
