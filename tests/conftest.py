@@ -137,6 +137,16 @@ def net_namespace(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/ns/net")
 
 
+def hold_net_namespace(pid: int) -> tuple[str, int]:
+    """The network namespace of ``pid``, and an fd that keeps it alive until closed.
+
+    A namespace's number is reused once it is gone: held open, it still names
+    this namespace (and no other test's) when the jail's last process has ended.
+    """
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    return os.readlink(f"/proc/self/fd/{fd}"), fd
+
+
 def processes_in_namespace(namespace: str) -> list[psutil.Process]:
     """Live processes in that network namespace: what one test's jail runs, and nothing of other tests."""
     found = []

@@ -32,7 +32,7 @@ import pytest
 
 from supervisor.adapters.codex import native_binary
 from tests.fake_responses import COMPACT_MARKERS
-from tests.conftest import (Project, alive, clean_env, net_namespace, processes_in_namespace, processes_of,
+from tests.conftest import (Project, alive, clean_env, hold_net_namespace, processes_in_namespace, processes_of,
                             wait_until)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,6 +83,7 @@ class Jail:
         self.out = tmp / "daemon.out"
         self.proc: subprocess.Popen[bytes] | None = None
         self.namespace = ""
+        self.namespace_fd = -1
 
     def start(self) -> None:
         argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "jail", sys.executable,
@@ -91,7 +92,8 @@ class Jail:
         env = clean_env(PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(argv, cwd=self.project.root, env=env, stdin=subprocess.DEVNULL)
         wait_until(lambda: self.control.exists() and self.call(op="ping"), 30, what="the jail helper")
-        self.namespace = net_namespace(self.proc.pid)  # unshare and sh exec'd: the helper is that pid
+        # unshare and sh exec'd: the helper is that pid; the fd keeps the namespace's number ours
+        self.namespace, self.namespace_fd = hold_net_namespace(self.proc.pid)
         wait_until(lambda: self.project.agentd("status", check=False).returncode == 0, 60,
                    what=f"the daemon in the namespace ({self.out.read_text(errors='replace')[-2000:] if self.out.exists() else ''})")
 
@@ -210,10 +212,14 @@ def jail(project: Project, tmp_path: Path, codex_bin: Path) -> Iterator[Jail]:
     finally:
         project.cleanup()
         j.stop()
-        leftovers = processes_in_namespace(j.namespace) if j.namespace else []
-        for proc in leftovers:
-            proc.kill()
-        assert not leftovers, f"processes left behind in the jail: {[(p.pid, p.info['cmdline']) for p in leftovers]}"
+        try:
+            leftovers = processes_in_namespace(j.namespace) if j.namespace else []
+            for proc in leftovers:
+                proc.kill()
+            assert not leftovers, f"processes left behind in the jail: {[(p.pid, p.info['cmdline']) for p in leftovers]}"
+        finally:
+            if j.namespace_fd >= 0:
+                os.close(j.namespace_fd)
 
 
 def wait_idle(project: Project, timeout: float = 60) -> dict[str, Any]:
