@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import AGENTD, Project, alive, clean_env, wait_until
+from tests.conftest import AGENTD, Project, alive, clean_env
 
 INITD = Path(__file__).resolve().parent.parent / "initd" / "agentd"
 

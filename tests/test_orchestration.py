@@ -56,7 +56,7 @@ def test_a_unit_kept_down_by_requires_starts_when_its_requirement_is_started(pro
     assert project.unit_status("api")["state"] == "inactive"
     project.agentd("start", "db")
     project.wait_state("db", "running")
-    project.wait_state("api", "running", timeout=20)
+    project.wait_state("api", "running", timeout=15)
 
 
 def test_global_decision_and_task_reach_the_running_units(project: Project) -> None:
