@@ -68,6 +68,12 @@ Commands (typed at the prompt, one per line)
 ``crash CODE``         exit at once with status CODE
 ``exit``               exit with status 0
 ``sleep S``            be busy for S seconds, then prompt again
+``hold PATH [N]``      print N work lines (default 0), then be busy until PATH
+                       exists (a test ends the turn when it chooses; Ctrl-C
+                       interrupts), print ``released by PATH``, prompt again
+``hang``               stop answering: read no more input (Ctrl-C included)
+                       and print nothing more (``--work-interval`` output
+                       included), until a signal ends the process
 ``flood N``            write exactly N bytes of deterministic payload
                        (:func:`flood_payload`) as fast as possible, then prompt
 ``spawn``              start a long-lived grandchild (a sleeping Python
@@ -602,6 +608,23 @@ class FakeAgent:
         if self.editor.busy_wait(float(rest)):
             out("^C interrupted\n")
 
+    def cmd_hold(self, rest: str) -> None:
+        name, _, lines = rest.strip().partition(" ")
+        if not name:
+            raise ValueError("usage: hold PATH [LINES]")
+        if lines:
+            self.cmd_work(lines)
+        while not Path(name).exists():
+            if self.editor.busy_wait(0.05):
+                out("^C interrupted\n")
+                return
+        out(f"released by {name}\n")
+
+    def cmd_hang(self, rest: str) -> None:
+        _out_lock.acquire()  # the --work-interval printer waits for it forever
+        while True:
+            time.sleep(3600)
+
     def cmd_flood(self, rest: str) -> None:
         flood(int(rest))
 
@@ -673,6 +696,8 @@ COMMANDS = {
     "crash": FakeAgent.cmd_crash,
     "exit": FakeAgent.cmd_exit,
     "sleep": FakeAgent.cmd_sleep,
+    "hold": FakeAgent.cmd_hold,
+    "hang": FakeAgent.cmd_hang,
     "flood": FakeAgent.cmd_flood,
     "spawn": FakeAgent.cmd_spawn,
     "spawn-setsid": FakeAgent.cmd_spawn_setsid,

@@ -1,15 +1,23 @@
-"""Shared fixtures: a throw-away project with its own state directory, and a CLI runner.
+"""Shared fixtures and helpers: a throw-away project with its own state directory, and the CLI.
 
 Every test that starts a daemon gets it stopped at teardown, and every process
 whose environment names the test project (``AGENTD_ROOT``) is killed, so a
 failing test leaves nothing running.
+
+Under CI (``CI=true``, any case) a skipped test is a failure that names the
+skip's reason: CI must run everything (see :func:`pytest_runtest_makereport`).
+
+Test modules import helpers from here, never from each other.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -24,10 +32,59 @@ import pytest
 
 AGENTD = [sys.executable, "-m", "supervisor"]
 BIN_DIR = str(Path(sys.executable).parent)
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- CI: no skips
+
+
+def ci_mode() -> bool:
+    """True under CI (``CI=true``, compared case-insensitively)."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def _skip_reason(longrepr: Any) -> str:
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+_CI_SKIP = "skipped under CI=true, where every test must run: "
+_skipped_modules: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Under CI a skip fails the test, with the skip's reason (an expected failure stays one)."""
+    report = yield
+    if ci_mode() and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = _CI_SKIP + _skip_reason(report.longrepr)
+    return report
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A whole module skipped at collection: remembered, and the run fails at its end (the rest still runs)."""
+    if ci_mode() and report.skipped:
+        _skipped_modules.append(f"{report.nodeid}: {_skip_reason(report.longrepr)}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _skipped_modules:
+        terminalreporter.write_sep("=", "modules skipped under CI=true: the run fails", red=True)
+    for line in _skipped_modules:
+        terminalreporter.write_line(f"FAILED {_CI_SKIP}{line}", red=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped_modules and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --------------------------------------------------------------------------- waiting
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test at the deadline."""
+    """Poll ``predicate`` until it returns something truthy and return that; fail the test at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -36,6 +93,19 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def stays(predicate: Callable[[], Any], seconds: float, interval: float = 0.05) -> bool:
+    """True if ``predicate`` holds during the whole window (for asserting an absence over time)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        time.sleep(interval)
+    return bool(predicate())
+
+
+# --------------------------------------------------------------------------- processes
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -62,7 +132,35 @@ def processes_of(root: Path) -> list[psutil.Process]:
     return found
 
 
+def net_namespace(pid: int) -> str:
+    """The network namespace of ``pid`` (``net:[4026532...]``)."""
+    return os.readlink(f"/proc/{pid}/ns/net")
+
+
+def hold_net_namespace(pid: int) -> tuple[str, int]:
+    """The network namespace of ``pid``, and an fd that keeps it alive until closed.
+
+    A namespace's number is reused once it is gone: held open, it still names
+    this namespace (and no other test's) when the jail's last process has ended.
+    """
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    return os.readlink(f"/proc/self/fd/{fd}"), fd
+
+
+def processes_in_namespace(namespace: str) -> list[psutil.Process]:
+    """Live processes in that network namespace: what one test's jail runs, and nothing of other tests."""
+    found = []
+    for proc in psutil.process_iter(["pid", "exe", "cmdline"]):
+        try:
+            if net_namespace(proc.pid) == namespace and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (OSError, psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 def alive(pid: int, create_time: float | None = None) -> bool:
+    """``pid`` runs (and, with ``create_time``, is still the same process); a zombie does not count."""
     try:
         proc = psutil.Process(pid)
         if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
@@ -70,6 +168,77 @@ def alive(pid: int, create_time: float | None = None) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _proc(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+# --------------------------------------------------------------------------- git
+
+
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` with a fixed identity (commits work without any git config); its stdout."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**clean_env(), **GIT_IDENTITY}).stdout
+
+
+# --------------------------------------------------------------------------- the control socket, raw
+
+
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """Exactly ``size`` bytes from ``sock``; fails the test if the peer closes first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, f"the connection closed after {len(data)} of {size} bytes"
+        data += chunk
+    return data
+
+
+def read_reply(sock: socket.socket) -> dict[str, Any]:
+    """One length-prefixed JSON message (the control protocol's framing, read independently of the product)."""
+    (size,) = struct.unpack(">I", recv_exactly(sock, 4))
+    return json.loads(recv_exactly(sock, size))
+
+
+def raw_request(path: Path, payload: bytes, timeout: float = 30) -> dict[str, Any]:
+    """Send ``payload`` as is on a new connection to the socket at ``path``; the first reply."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        try:
+            sock.sendall(payload)
+        except BrokenPipeError:
+            pass  # refused before reading: the reply is still there
+        return read_reply(sock)
+
+
+# --------------------------------------------------------------------------- the project
+
+CONSTRAINT = "Do not touch the DB schema."
+TASK = "Port the parser to the new API."
+
+
+
+def session_inputs(path: Path) -> list[list[str]]:
+    """The fake agent's ``--input-log``: the messages of each session (a session's log starts again at n = 1)."""
+    sessions: list[list[str]] = []
+    if not path.exists():
+        return sessions
+    for line in path.read_text().splitlines():
+        item = json.loads(line)
+        if item["n"] == 1:
+            sessions.append([])
+        sessions[-1].append(item["text"])
+    return sessions
 
 
 @dataclass
@@ -85,25 +254,56 @@ class Project:
     def state(self) -> Path:
         return self.state_override or self.root / ".agentd"
 
+    # -- unit files
+
     def unit(self, name: str, text: str) -> Path:
         path = self.root / "units" / f"{name}.toml"
         path.write_text(textwrap.dedent(text))
         return path
 
-    def fake_unit(self, name: str, *flags: str, restart: str = "", extra: str = "", stop_timeout: float = 3,
-                  cycle: bool = False) -> Path:
-        """A unit running the fake agent; ``restart`` lines go into [restart], ``extra`` after it.
+    def fake_unit(self, name: str, *flags: str, cycle: bool = False, stop_timeout: float = 3,
+                  **sections: str) -> Path:
+        """A unit running the fake agent, which logs every message it gets to :meth:`inputs_path`.
 
-        Without ``cycle`` the continuity cycle is off (no wakeup typed at start, no
-        checkpoints), so supervision tests see only supervision.
+        ``sections`` add lines to a section: ``unit``, ``agent``, ``restart``,
+        ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``.  The
+        agent's idle prompt is ``fake> ``.  Without ``cycle`` the continuity
+        cycle is off (no wakeup typed at start, no checkpoints), so
+        supervision tests see only supervision.
         """
-        argv = json.dumps(["python", "-m", "supervisor.fakeagent", *flags])
-        restart_lines = "\n".join(line.strip() for line in restart.strip().splitlines())
-        off = "" if cycle else "[checkpoint]\nenabled = false\n[wakeup]\non_start = false\n"
-        return self.unit(
-            name,
-            f"[agent]\ncommand = {argv}\n[restart]\nstop_timeout = {stop_timeout}\n{restart_lines}\n{off}{textwrap.dedent(extra)}\n",
-        )
+        unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule"}
+        assert not unknown, f"fake_unit: unknown sections {sorted(unknown)}"
+        argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(self.inputs_path(name)), *flags])
+        body = {
+            "unit": "",
+            "agent": f'command = {argv}\nprompt = "fake> $"',
+            "restart": f"stop_timeout = {stop_timeout}",
+            "scope": "",
+            "context": "",
+            "checkpoint": "grace = 2" if cycle else "enabled = false",
+            "wakeup": "" if cycle else "on_start = false",
+            "schedule": "",
+        }
+        for key, lines in sections.items():
+            body[key] = "\n".join(filter(None, [body[key], textwrap.dedent(lines).strip()]))
+        text = "".join(f"[{key}]\n{lines}\n" for key, lines in body.items() if lines)
+        return self.unit(name, text)
+
+    def init_memory(self) -> None:
+        """``agentd init``, then a hard constraint (:data:`CONSTRAINT`) and a task (:data:`TASK`) a wakeup must carry."""
+        self.agentd("init")
+        (self.root / ".agent" / "constraints.md").write_text(f"# Hard constraints\n\n- {CONSTRAINT}\n")
+        (self.root / ".agent" / "current-task.md").write_text(
+            f"# Current task\n\n{TASK}\n\nState at interruption: (not set)\n")
+
+    def inputs_path(self, unit: str) -> Path:
+        return self.root / f"{unit}-inputs.jsonl"
+
+    def inputs(self, unit: str) -> list[list[str]]:
+        """What the fake agent of ``unit`` received, per session."""
+        return session_inputs(self.inputs_path(unit))
+
+    # -- the CLI
 
     def agentd(self, *args: str, check: bool = True, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
@@ -137,13 +337,21 @@ class Project:
 
         return wait_until(check, timeout, interval=0.1, what=f"unit {name} to be {state}")
 
+    def history(self, unit: str) -> list[dict[str, Any]]:
+        """``agentd history UNIT --json``: the recorded cycles, oldest first."""
+        out = self.agentd("history", unit, "--json").stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
     def daemon_pid(self) -> int | None:
         try:
             return int((self.state / "agentd.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
 
-    def events(self, event: str | None = None) -> list[dict[str, Any]]:
+    # -- what the daemon wrote
+
+    def events(self, event: str | None = None, unit: str | None = None) -> list[dict[str, Any]]:
+        """The daemon's event log (``agentd.log``), optionally only one event and one unit."""
         path = self.state / "agentd.log"
         if not path.exists():
             return []
@@ -153,13 +361,26 @@ class Project:
                 item = json.loads(line)
             except ValueError:
                 continue
-            if event is None or item.get("event") == event:
+            if (event is None or item.get("event") == event) and (unit is None or item.get("unit") == unit):
                 out.append(item)
         return out
 
-    def transcript(self, unit: str, suffix: str = ".txt") -> str:
-        files = sorted((self.state / "transcripts" / unit).glob(f"*{suffix}"))
+    def transcript(self, unit: str, session: str | None = None, suffix: str = ".txt") -> str:
+        """The transcript of ``session``, or of the newest session (session ids sort by start)."""
+        directory = self.state / "transcripts" / unit
+        if session is not None:
+            path = directory / f"{session}{suffix}"
+            return path.read_text(errors="replace") if path.exists() else ""
+        files = sorted(directory.glob(f"*{suffix}"))
         return files[-1].read_text(errors="replace") if files else ""
+
+    def grandchildren(self, unit: str, count: int, session: str | None = None) -> list[int]:
+        """The pids the fake agent printed as ``grandchild PID`` (waits until ``count`` are there)."""
+        def found() -> list[int] | None:
+            pids = [int(p) for p in re.findall(r"grandchild (\d+)", self.transcript(unit, session))]
+            return pids if len(pids) >= count else None
+
+        return wait_until(found, 30, what=f"{count} grandchild pid(s) in {unit}'s transcript")
 
     def cleanup(self) -> None:
         pid = self.daemon_pid()
@@ -177,13 +398,6 @@ class Project:
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(leftovers, timeout=10)
-
-
-def _proc(pid: int) -> psutil.Process | None:
-    try:
-        return psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return None
 
 
 @pytest.fixture

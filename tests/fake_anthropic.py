@@ -39,6 +39,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+try:
+    from tests.fake_sse import send_sse
+except ImportError:  # run as a script: tests/ itself is on sys.path
+    from fake_sse import send_sse  # type: ignore[no-redef]
+
 SUMMARY = "<summary>FAKE SUMMARY: the task goes on; notes are in .agent/</summary>"
 
 
@@ -201,18 +206,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             state.record({"seq": seq, "reply": content, "usage": usage})
             if not body.get("stream"):
                 return self._json(200, msg)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-            try:
-                for name, data in sse_events(msg):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            self.close_connection = True
+            send_sse(self, sse_events(msg))
 
     return Handler
 

@@ -40,6 +40,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+try:
+    from tests.fake_sse import send_sse
+except ImportError:  # run as a script: tests/ itself is on sys.path
+    from fake_sse import send_sse  # type: ignore[no-redef]
+
 COMPACT_MARKERS = ("CONTEXT CHECKPOINT COMPACTION", "handoff summary")
 
 _counter = itertools.count(1)
@@ -184,18 +189,8 @@ class Handler(BaseHTTPRequestHandler):
             events.append({"type": "response.output_item.done", "item": item})
         events.append({"type": "response.completed", "response": {"id": rid, "usage": usage}})
         log({"seq": seq, "reply": out, "usage": usage})
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        try:
-            for ev in events:
-                self.wfile.write(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
+        if not send_sse(self, ((ev["type"], ev) for ev in events)):
             log({"seq": seq, "client_disconnected": True})
-        self.close_connection = True
 
 
 def serve(port: int, port_file: str | None, log_path: str | None) -> ThreadingHTTPServer:

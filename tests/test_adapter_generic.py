@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -22,7 +22,7 @@ from supervisor.adapters.generic import DEFAULT_QUIET, WAKEUP_ENV, GenericAdapte
 from supervisor.session.screen import Screen
 from supervisor.session.pty import Session
 from supervisor.config.settings import Settings
-from supervisor.config.units import parse_unit
+from supervisor.config.units import AgentSection, parse_unit
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 15.0
@@ -41,12 +41,20 @@ def make(tmp_path: Path, agent: str = "", kind: str = "generic", command: list[s
 # ---------------------------------------------------------------- pure parts
 
 
-def test_registry_generic_and_not_yet_available(tmp_path: Path) -> None:
-    assert make(tmp_path).kind == "generic"
-    for kind in [k for k in ("codex", "claude") if k not in ADAPTERS]:
-        spec = parse_unit(tmp_path / "u.toml", f'[agent]\nkind = "{kind}"\ncommand = ["x"]\n')
-        with pytest.raises(AdapterUnavailable, match=f"adapter '{kind}' is not available yet"):
-            make_adapter(spec, Settings(project_root=tmp_path))
+def test_every_kind_a_unit_may_name_has_its_adapter(tmp_path: Path) -> None:
+    kinds = get_args(AgentSection.model_fields["kind"].annotation)
+    assert set(kinds) == set(ADAPTERS) and "generic" in kinds
+    for kind in kinds:
+        spec = parse_unit(tmp_path / "u.toml", f'[agent]\nkind = "{kind}"\ncommand = ["/bin/true"]\n')
+        adapter = make_adapter(spec, Settings(project_root=tmp_path))
+        assert isinstance(adapter, ADAPTERS[kind]) and adapter.kind == kind
+
+
+def test_a_kind_without_an_adapter_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(ADAPTERS, "codex")
+    spec = parse_unit(tmp_path / "units" / "cx.toml", '[agent]\nkind = "codex"\ncommand = ["/bin/true"]\n')
+    with pytest.raises(AdapterUnavailable, match=r"adapter 'codex' is not available yet \(unit cx: use kind = \"generic\"\)"):
+        make_adapter(spec, Settings(project_root=tmp_path))
     assert issubclass(AdapterUnavailable, NotImplementedError)
 
 

@@ -7,20 +7,24 @@ the terminal echo of a typed line.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import socket
 import struct
+import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 
 import pexpect
+import psutil
 import pytest
 
 from supervisor.control import attach as proto
-from supervisor.control.framing import FrameDecoder, frame
-from supervisor.control.framing import encode
-from tests.conftest import Project, alive, clean_env, wait_until
+from supervisor.control.framing import FrameDecoder, encode, frame
+from tests.conftest import AGENTD, Project, alive, clean_env, read_reply, wait_until
 
 TIMEOUT = 20
 
@@ -47,13 +51,23 @@ def spawn_viewer(project: Project, viewers: list[pexpect.spawn], unit: str, *fla
     return child
 
 
-def printed_line(project: Project, unit: str, text: str) -> bool:
+def printed_line(project: Project, unit: str, text: str, session: str | None = None) -> bool:
     """The agent printed ``text`` as a whole line (not just an echoed command line)."""
-    return re.search(rf"^{re.escape(text)}\r?$", project.transcript(unit), re.M) is not None
+    return re.search(rf"^{re.escape(text)}\r?$", project.transcript(unit, session), re.M) is not None
+
+
+def terminal_size(pid: int) -> tuple[int, int]:
+    """(rows, cols) of the controlling terminal of ``pid``, read from the PTY itself."""
+    fd = os.open(psutil.Process(pid).terminal(), os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, bytes(8)))
+    finally:
+        os.close(fd)
+    return rows, cols
 
 
 def events_of(project: Project, event: str, unit: str) -> list[dict]:
-    return [e for e in project.events(event) if e.get("unit") == unit]
+    return project.events(event, unit)
 
 
 def detach(child: pexpect.spawn, unit: str) -> int:
@@ -125,17 +139,8 @@ class RawViewer:
         self.sock.settimeout(TIMEOUT)
         self.sock.connect(str(project.state / "agentd.sock"))
         self.sock.sendall(encode({"cmd": "attach", "args": {"unit": unit, "read_only": read_only, "rows": 24, "cols": 80}}))
-        (size,) = struct.unpack(">I", self._exactly(4))
-        self.reply = json.loads(self._exactly(size))
+        self.reply = read_reply(self.sock)
         self.decoder = FrameDecoder()
-
-    def _exactly(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            assert chunk, "the daemon closed the connection"
-            data += chunk
-        return data
 
     def send(self, kind: bytes, payload: bytes = b"") -> None:
         self.sock.sendall(frame(kind, payload))
@@ -195,13 +200,12 @@ def test_window_size_and_its_changes_reach_the_agent(project: Project, viewers: 
     assert viewer.match.group(0) == b"size=37x111"
 
     viewer.setwinsize(41, 123)  # SIGWINCH to the viewer
-    # The resize frame and the Enter travel the same socket, but the signal may be
-    # handled after the key was read: press Enter until the new size shows.
-    for _ in range(20):
-        viewer.send("\r")
-        viewer.expect(r"size=(\d+)x(\d+)")
-        if viewer.match.group(0) == b"size=41x123":
-            break
+    # the viewer's signal handler, the resize frame and the daemon's ioctl take their time:
+    # wait until the agent's own terminal has the new size, then ask the agent
+    agent = project.unit_status("sizer")["pid"]
+    wait_until(lambda: terminal_size(agent) == (41, 123), TIMEOUT, what="the new size on the agent's terminal")
+    viewer.send("\r")
+    viewer.expect(r"size=(\d+)x(\d+)")
     assert viewer.match.group(0) == b"size=41x123"
     assert detach(viewer, "sizer") == 0
 
@@ -219,7 +223,8 @@ def test_restart_reattaches_and_stop_ends_the_viewer(project: Project, viewers: 
     second = project.wait_state("worker", "running")
     assert (new_session, new_pid) == (second["session"], second["pid"]) and new_pid != first["pid"]
     viewer.send("echo typed-into-the-new-session\r")
-    wait_until(lambda: printed_line(project, "worker", "typed-into-the-new-session"), TIMEOUT, what="input to the new session")
+    wait_until(lambda: printed_line(project, "worker", "typed-into-the-new-session", second["session"]), TIMEOUT,
+               what="input to the new session")
 
     project.agentd("stop", "--now", "worker")
     viewer.expect(r"\[agentd\] session ended: ")
@@ -266,14 +271,7 @@ def test_attach_to_an_unknown_or_stopped_unit_fails_cleanly(project: Project) ->
 
 
 def test_a_due_checkpoint_waits_while_a_person_types(project: Project, viewers: list[pexpect.spawn]) -> None:
-    import subprocess
-
-    from tests.conftest import AGENTD
-    from tests.test_continuity import history
-
     project.fake_unit("worker", cycle=True)
-    unit_file = project.root / "units" / "worker.toml"
-    unit_file.write_text(unit_file.read_text().replace("[agent]\n", '[agent]\nprompt = "fake> $"\n', 1))
     project.agentd("start")
     project.wait_state("worker", "running")
     wait_until(lambda: project.unit_status("worker")["wakeup"] == "delivered via first-message", 60,
@@ -287,19 +285,19 @@ def test_a_due_checkpoint_waits_while_a_person_types(project: Project, viewers: 
         row = wait_until(lambda: (r := project.unit_status("worker"))["state"] == "checkpointing"
                          and "a person is typing" in (r["activity"] or "") and r, 60,
                          what="the checkpoint to wait for the person")
-        assert history(project, "worker") == []
+        assert project.history("worker") == []
         for ch in "cho still-here":  # keep typing: the checkpoint keeps waiting
             viewer.send(ch)
             assert project.unit_status("worker")["state"] == "checkpointing"
         viewer.send("\r")
         viewer.expect("still-here")
-        assert history(project, "worker") == []
+        assert project.history("worker") == []
         assert detach(viewer, "worker") == 0  # the person leaves: the checkpoint goes ahead
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
     finally:
         if proc.poll() is None:
             proc.kill()
-    record = history(project, "worker")[-1]
+    record = project.history("worker")[-1]
     assert record["trigger"] == "command" and record["flush"] == "verified" and record["steps"]["wait_turn_end"] > 0
     assert row["viewers"] == 1

@@ -17,7 +17,9 @@ leads to a restart with the wakeup; ``/compact`` typed by hand leads to the
 wakeup re-injected through the SessionStart hook; stop leaves nothing running.
 
 The binary: ``$AGENTD_CLAUDE_BIN`` or ``.cache/npm-claude`` (``bash tests/install_claude.sh``).
-Missing, these tests skip locally and FAIL when ``CI=true``.
+Missing, these tests are skipped with the reason, which fails them under CI
+(tests/conftest.py).  Leftover processes are looked for in the jail's own
+network namespace, never machine-wide.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from supervisor.adapters.claude import KICKOFF
-from tests.conftest import AGENTD, Project, alive, clean_env, processes_of, wait_until
+from tests.conftest import (AGENTD, Project, alive, clean_env, hold_net_namespace, processes_in_namespace,
+                            processes_of, wait_until)
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_SERVER = REPO / "tests" / "fake_anthropic.py"
@@ -62,20 +64,13 @@ def _netns_works() -> bool:
         return False
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: these tests must run; see tests/install_claude.sh)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
     path = claude_binary()
     if path is None:
-        _unavailable("Claude Code is not installed: run `bash tests/install_claude.sh` (or set AGENTD_CLAUDE_BIN)")
+        pytest.skip("Claude Code is not installed: run `bash tests/install_claude.sh` (or set AGENTD_CLAUDE_BIN)")
     if not _netns_works():
-        _unavailable("cannot create a loopback-only network namespace (`unshare -rn`)")
-    assert path is not None
+        pytest.skip("cannot create a loopback-only network namespace (`unshare -rn`)")
     return path
 
 
@@ -88,6 +83,8 @@ class Jail:
     log: Path
     control: Path
     port_file: Path
+    namespace: str = ""
+    namespace_fd: int = -1
 
     def server_pid(self) -> int | None:
         try:
@@ -204,6 +201,8 @@ def jail(project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
         wait_until(lambda: project.agentd("status", check=False).returncode == 0 or proc.poll() is not None, 60,
                    interval=0.2, what="the daemon's socket")
         assert proc.poll() is None, (tmp_path / "daemon.out").read_text()
+        # unshare and sh exec'd: the daemon is that pid; the fd keeps the namespace's number ours
+        j.namespace, j.namespace_fd = hold_net_namespace(proc.pid)
         yield j
     finally:
         try:
@@ -212,6 +211,14 @@ def jail(project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
         finally:
             project.cleanup()
             j.stop()
+            try:
+                leftovers = processes_in_namespace(j.namespace) if j.namespace else []
+                for p in leftovers:
+                    p.kill()
+                assert not leftovers, f"processes left behind in the jail: {[(p.pid, p.info['cmdline']) for p in leftovers]}"
+            finally:
+                if j.namespace_fd >= 0:
+                    os.close(j.namespace_fd)
 
 
 def start_and_first_turn(j: Jail) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -231,14 +238,16 @@ def test_wakeup_threshold_checkpoint_respawn_and_stop(jail: Jail) -> None:
     # the wakeup is a real system message, and the first turn started at once
     assert CONSTRAINT in system_text(first) and TASK in system_text(first)
     assert KICKOFF in message_text(first)
-    assert row["wakeup"] == "delivered via system-prompt" and row["context"]["exact"]
-    assert row["context"]["used"] > 0 and row["context"]["ratio"] < 0.7
+    assert row["wakeup"] == "delivered via system-prompt"
+    # Claude Code writes its transcript (the usage agentd reads) around the Stop hook, not always before it
+    ctx = wait_until(lambda: (c := project.unit_status("claude")["context"]) and c["exact"] and c, 30,
+                     what="Claude Code's own token count")
+    assert ctx["used"] > 0 and ctx["ratio"] < 0.7
     # the agent's reported usage passes 70 % -> one checkpoint through the agent's own tool call
     jail.set_usage(150_000, when="GROW")
     project.agentd("send", "claude", "GROW the context with this step")
-    wait_until(lambda: project.agentd("history", "claude", "--json").stdout.strip(), 120, interval=0.2,
-               what="a checkpoint cycle")
-    record = json.loads(project.agentd("history", "claude", "--json").stdout.splitlines()[0])
+    record = wait_until(lambda: project.history("claude") and project.history("claude")[0], 120, interval=0.2,
+                        what="a checkpoint cycle")
     assert record["trigger"] == "threshold" and record["flush"] == "verified" and record["outcome"] == "respawned"
     assert record["exact"] and record["tokens_before"] >= 150_000 and record["window"] == 200_000
     engram = (project.root / ".agent" / "engram.md").read_text()
@@ -263,15 +272,7 @@ def test_wakeup_threshold_checkpoint_respawn_and_stop(jail: Jail) -> None:
     jail.proc.wait(timeout=90)
     assert processes_of(project.root) == []
     assert not alive(claude_pid)
-    assert not [p for p in psutil.process_iter(["exe"]) if p.info["exe"] and "claude-code-linux" in p.info["exe"]
-                and _in_project(p, project.root)]
-
-
-def _in_project(proc: psutil.Process, root: Path) -> bool:
-    try:
-        return proc.cwd().startswith(str(root))
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+    assert [p.pid for p in processes_in_namespace(jail.namespace)] == [jail.server_pid()]  # only the fake model left
 
 
 def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) -> None:
@@ -286,15 +287,14 @@ def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) 
     os.kill(row["pid"], signal.SIGKILL)
     new = wait_until(lambda: (r := project.unit_status("claude")) and r["state"] == "running" and r["pid"] != row["pid"]
                      and r["turn"] == "idle" and r, 90, interval=0.1, what="the restarted session's first turn")
-    assert new["restarts"] >= 1 and new["last_exit"]
+    assert new["restarts"] == 1 and "SIGKILL" in (new["last_exit"] or ""), new
     restarted = [b for b in jail.turns()[before:] if KICKOFF in message_text(b)]
     assert restarted and CONSTRAINT in system_text(restarted[0]) and TASK in system_text(restarted[0])
     # /compact typed by hand -> SessionStart(compact) -> agentd answers with the wakeup as additional context
     project.agentd("send", "claude", "/compact")
-    wait_until(lambda: any(json.loads(line)["trigger"] == "agent compacted"
-                           for line in project.agentd("history", "claude", "--json").stdout.splitlines() if line.strip()),
+    wait_until(lambda: any(r["trigger"] == "agent compacted" for r in project.history("claude")),
                90, interval=0.2, what="the compaction to be recorded")
-    record = [json.loads(line) for line in project.agentd("history", "claude", "--json").stdout.splitlines() if line.strip()][-1]
+    record = project.history("claude")[-1]
     assert record["outcome"] == "wakeup re-injected" and record["wakeup_tokens"] > 0
     wait_until(lambda: project.unit_status("claude")["turn"] == "idle", 60, interval=0.1, what="the /compact to end")
     project.agentd("send", "claude", "hello after the compaction")

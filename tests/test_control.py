@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
+import os
 import struct
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,20 +15,22 @@ import pytest
 from supervisor.control.client import Client
 from supervisor.control.framing import MAX_MESSAGE, ControlError, encode
 from supervisor.control.server import Command, ControlServer
+from tests.conftest import raw_request
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state" / "s.sock"
+async def _echo(args: dict) -> dict:
+    return {"echo": args.get("value")}
+
+
+async def _boom(args: dict) -> None:
+    raise RuntimeError("kaput")
+
+
+@contextmanager
+def serving(path: Path, **options: int) -> Iterator[Path]:
+    """A ControlServer (echo, boom) on its own loop thread; closed at the end."""
     loop = asyncio.new_event_loop()
-
-    async def echo(args: dict) -> dict:
-        return {"echo": args.get("value")}
-
-    async def boom(args: dict) -> None:
-        raise RuntimeError("kaput")
-
-    srv = ControlServer(path, {"echo": Command(echo, frozenset({"value"})), "boom": Command(boom)})
+    srv = ControlServer(path, {"echo": Command(_echo, frozenset({"value"})), "boom": Command(_boom)}, **options)
     ready = threading.Event()
 
     def run() -> None:
@@ -39,25 +42,19 @@ def server(tmp_path: Path) -> Iterator[Path]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert ready.wait(10)
-    yield path
-    asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    try:
+        yield path
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
-def raw_request(path: Path, payload: bytes) -> dict:
-    import json
-
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(10)
-        sock.connect(str(path))
-        sock.sendall(payload)
-        header = sock.recv(4)
-        (size,) = struct.unpack(">I", header)
-        body = b""
-        while len(body) < size:
-            body += sock.recv(size - len(body))
-        return json.loads(body)
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Path]:
+    with serving(tmp_path / "state" / "s.sock") as path:
+        yield path
 
 
 def test_socket_and_directory_are_owner_only(server: Path) -> None:
@@ -91,3 +88,16 @@ def test_oversized_and_malformed_messages(server: Path) -> None:
     assert not reply["ok"] and "JSON object" in reply["error"]
     with Client(server) as client:  # still serving
         assert client.call("echo", value=4) == {"echo": 4}
+
+
+def test_a_peer_of_another_uid_is_refused_before_any_command(tmp_path: Path) -> None:
+    """The SO_PEERCRED check, as any user: a server that serves only another uid refuses us."""
+    ours = os.getuid()
+    with serving(tmp_path / "a" / "s.sock", owner_uid=ours + 1) as path:
+        reply = raw_request(path, encode({"cmd": "echo", "args": {"value": 1}}))
+        assert reply == {"ok": False, "error": f"permission denied: uid {ours} is not the daemon's owner"}
+        with Client(path) as client, pytest.raises(ControlError, match=f"permission denied: uid {ours}"):
+            client.call("echo", value=2)
+    # the owner's same request is served: what was refused above was the uid, nothing else
+    with serving(tmp_path / "b" / "s.sock", owner_uid=ours) as path:
+        assert raw_request(path, encode({"cmd": "echo", "args": {"value": 1}})) == {"ok": True, "result": {"echo": 1}}

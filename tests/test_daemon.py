@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import select
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from supervisor.control.client import Client
 from supervisor.fakeagent import flood_payload
-from tests.conftest import AGENTD, Project, alive, clean_env, processes_of, wait_until
-
-
-def grandchildren(project: Project, unit: str, count: int) -> list[int]:
-    def found() -> list[int] | None:
-        pids = [int(p) for p in re.findall(r"grandchild (\d+)", project.transcript(unit))]
-        return pids if len(pids) >= count else None
-
-    return wait_until(found, 30, what=f"{count} grandchild pid(s) in {unit}'s transcript")
-
-
-def stays(predicate, seconds: float) -> bool:
-    """True if ``predicate`` holds during the whole window (for asserting an absence)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not predicate():
-            return False
-        time.sleep(0.05)
-    return True
+from tests.conftest import Project, alive, clean_env, processes_of, raw_request, stays, wait_until
 
 
 def test_start_status_stop_ends_every_process(project: Project) -> None:
@@ -47,7 +26,7 @@ def test_start_status_stop_ends_every_process(project: Project) -> None:
     worker = project.wait_state("worker", "running")
     stubborn = project.wait_state("stubborn", "running")
     assert alive(worker["pid"]) and alive(stubborn["pid"])
-    kids = grandchildren(project, "worker", 2)
+    kids = project.grandchildren("worker", 2)
     sids = {os.getsid(pid) for pid in kids}
     assert len(sids) == 2, "one grandchild must have escaped into its own session"
     daemon = project.daemon_pid()
@@ -163,14 +142,14 @@ def test_reload_keeps_restarts_starts_and_stops(project: Project) -> None:
     assert changed["pid"] != pids["changed"] and not alive(pids["changed"])
     assert project.unit_status("removed") is None and not alive(pids["removed"])
     project.wait_state("added", "running")
-    wait_until(lambda: "changed banner" in project.transcript("changed"), 20, what="the new banner")
+    wait_until(lambda: "changed banner" in project.transcript("changed", changed["session"]), 20, what="the new banner")
 
 
 def test_daemon_killed_then_started_again_ends_old_agents(project: Project) -> None:
     project.fake_unit("survivor", "--ignore-sighup", "--spawn-setsid-grandchild")
     project.agentd("start")
     row = project.wait_state("survivor", "running")
-    kid = grandchildren(project, "survivor", 1)[0]
+    kid = project.grandchildren("survivor", 1)[0]
     old = [psutil.Process(row["pid"]), psutil.Process(kid)]
     # wait until the daemon has recorded the grandchild (its tree refresh runs every 10 s)
     wait_until(lambda: str(kid) in (project.state / "agents.json").read_text(), 30, what="the grandchild to be recorded")
@@ -208,7 +187,9 @@ def _nobody_connect(sock_path: Path, payload: bytes) -> subprocess.CompletedProc
     )
 
 
-@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root to act as a second uid")
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root and setpriv to act as a second uid (tests/test_control.py proves the "
+                           "refusal as any user)")
 def test_control_socket_is_owner_only_and_survives_bad_requests(project: Project) -> None:
     from supervisor.control.framing import MAX_MESSAGE, encode
 
@@ -235,20 +216,9 @@ def test_control_socket_is_owner_only_and_survives_bad_requests(project: Project
         os.chmod(sock, 0o600)
         os.chmod(state, 0o700)
 
-        def raw(payload: bytes) -> dict:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.settimeout(30)
-                s.connect(str(sock))
-                s.sendall(payload)
-                (n,) = struct.unpack(">I", s.recv(4))
-                body = b""
-                while len(body) < n:
-                    body += s.recv(n - len(body))
-                return json.loads(body)
-
-        assert "unknown command" in raw(encode({"cmd": "__class__"}))["error"]
-        assert "exceeds" in raw(struct.pack(">I", MAX_MESSAGE + 1) + b"x" * 1024)["error"]
-        assert raw(ping)["ok"]
+        assert "unknown command" in raw_request(sock, encode({"cmd": "__class__"}))["error"]
+        assert "exceeds" in raw_request(sock, struct.pack(">I", MAX_MESSAGE + 1) + b"x" * 1024)["error"]
+        assert raw_request(sock, ping)["ok"]
         assert project.agentd("status", "--json", env=env).returncode == 0
         refused = [e for e in project.events("control_refused")]
         assert refused and refused[0]["peer_uid"] == 65534
@@ -291,50 +261,24 @@ def test_flood_arrives_byte_for_byte_while_status_answers(project: Project) -> N
     project.agentd("start")
     project.wait_state("flood", "running")
     wait_until(lambda: project.transcript("flood").endswith("fake> "), 20, what="the first prompt")
-    project.agentd("send", "flood", f"flood {size}")
-    answered = 0
     log_files = lambda: sorted((project.state / "transcripts" / "flood").glob("*.log"))  # noqa: E731
-    while True:
-        status = project.status()
-        answered += 1
-        row = status["units"][0]
-        if row["transcript_bytes"] and row["transcript_bytes"] >= size:
-            raw = log_files()[-1].read_bytes()
-            if raw.endswith(b"fake> "):
-                break
-        assert answered < 2000, "flood never completed"
-    assert answered >= 2
+    before = project.unit_status("flood")["transcript_bytes"]
+    project.agentd("send", "flood", f"flood {size}")
+    during: list[int] = []  # what status said while the flood was still arriving
+
+    with Client(project.state / "agentd.sock", timeout=30) as client:
+        def flood_done() -> bool:
+            seen = client.call("status", units=["flood"])["units"][0]["transcript_bytes"] or 0
+            if before < seen < size:
+                during.append(seen)
+            return seen >= size and log_files()[-1].read_bytes().endswith(b"fake> ")
+
+        wait_until(flood_done, 120, interval=0.01, what="the whole flood in the transcript")
+    # status answered again and again while the flood went through, each time with more of it:
+    # a loop blocked by the flood would answer only before or after it
+    assert len(set(during)) >= 3 and during == sorted(during), during
     raw = log_files()[-1].read_bytes()
     expected = flood_payload(size).replace(b"\n", b"\r\n")  # the PTY's onlcr
     start = raw.index(b"00000000 the quick")
     assert raw[start:start + len(expected)] == expected
     assert raw[start + len(expected):] == b"fake> "
-
-
-def test_logs_shows_and_follows_the_clean_transcript(project: Project) -> None:
-    project.fake_unit("talker", "--color")
-    project.agentd("start")
-    project.wait_state("talker", "running")
-    project.agentd("send", "talker", "echo first-line")
-    wait_until(lambda: "first-line" in project.agentd("logs", "talker", "-n", "5").stdout, 30, what="the line in logs")
-    out = project.agentd("logs", "talker", "-n", "50").stdout
-    assert "\x1b[" not in out and "fakeagent 1.0" in out
-    project.agentd("send", "talker", "work 2")
-    wait_until(lambda: "\x1b[" in project.agentd("logs", "talker", "--raw", "-n", "20").stdout, 30,
-               what="colour codes in the raw transcript")
-    follower = subprocess.Popen([*AGENTD, "--root", str(project.root), "logs", "talker", "-f", "-n", "1"],
-                                env=clean_env(), stdout=subprocess.PIPE, text=True)
-    try:
-        project.agentd("send", "talker", "echo followed-live")
-        seen = ""
-        deadline = time.monotonic() + 60
-        while "followed-live" not in seen:
-            ready, _, _ = select.select([follower.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"logs -f showed nothing new within 60 s: {seen!r}"
-            line = follower.stdout.readline()
-            assert line, "logs -f ended"
-            seen += line
-    finally:
-        follower.kill()
-        follower.wait(10)
-    assert project.agentd("logs", "../etc", check=False).returncode != 0

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -21,29 +21,11 @@ import psutil
 import pytest
 
 from supervisor.fakeagent import DEFAULT_PROMPT, checkpoint_texts, flood_payload, work_lines
+from tests.conftest import alive, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = DEFAULT_PROMPT
 TIMEOUT = 15
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT, interval: float = 0.01) -> bool:
-    """Poll ``condition`` until true or the deadline passes; returns the last result."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-
-
-def gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (exited, or a zombie waiting to be reaped)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 class Agents:
@@ -82,8 +64,8 @@ class Agents:
                 pass
         for child in self.children:
             child.close(force=True)
-        leftovers = [pid for pid in self.pids if not wait_until(lambda p=pid: gone(p), timeout=10)]
-        assert not leftovers, f"processes survived cleanup: {leftovers}"
+        wait_until(lambda: not [pid for pid in self.pids if alive(pid)], 10,
+                   what=f"every process to end: {[pid for pid in self.pids if alive(pid)]} survived cleanup")
 
 
 @pytest.fixture
@@ -222,9 +204,7 @@ def test_crash_exits_with_code(agents: Agents) -> None:
 def test_crash_after_delay_with_exit_code(agents: Agents) -> None:
     child = agents.spawn("--crash-after", "0.2", "--exit-code", "5")
     child.expect_exact(PROMPT)
-    start = time.monotonic()
-    assert finished(child).exitstatus == 5
-    assert time.monotonic() - start < TIMEOUT
+    assert finished(child).exitstatus == 5  # on its own, within pexpect's timeout
 
 
 def test_exit_after_output_last_bytes_arrive(agents: Agents) -> None:
@@ -290,7 +270,7 @@ def test_spawn_setsid_grandchild_is_in_new_session(agents: Agents) -> None:
     # Killing the agent's process group does not reach it: it escaped.
     os.killpg(os.getpgid(child.pid), signal.SIGKILL)
     finished(child)
-    assert not gone(gpid)
+    assert alive(gpid)
 
 
 def test_grandchild_flags_at_start(agents: Agents) -> None:
@@ -345,7 +325,8 @@ def input_log(path: Path) -> list[dict[str, object]]:
 
 def logged(path: Path, count: int) -> list[dict[str, object]]:
     """Wait until ``count`` messages are in the input log; return them."""
-    assert wait_until(lambda: len(input_log(path)) >= count), f"only {input_log(path)} logged"
+    wait_until(lambda: len(input_log(path)) >= count, TIMEOUT, interval=0.01,
+               what=f"{count} messages in the input log (got {input_log(path)})")
     return input_log(path)
 
 
@@ -465,13 +446,47 @@ def test_ctrl_d_on_empty_line_exits_zero(agents: Agents) -> None:
 def test_ctrl_c_interrupts_sleep(agents: Agents) -> None:
     child = agents.spawn()
     child.expect_exact(PROMPT)
-    start = time.monotonic()
     child.sendline("sleep 60")
+    child.sendcontrol("c")
+    child.expect_exact(PROMPT)  # long before the 60 s (pexpect's timeout is shorter)
+    assert child.before == b"^C interrupted\r\n"
+    assert command(child, "echo alive") == b"alive\r\n"
+
+
+def test_hold_is_busy_until_its_file_exists(agents: Agents, tmp_path: Path) -> None:
+    child = agents.spawn()
+    child.expect_exact(PROMPT)
+    child.sendline("hold go 2")
+    child.expect_exact("".join(line + "\r\n" for line in work_lines(2)))  # its work lines first
+    child.sendline("echo typed-while-held")
+    # still busy: no prompt (the typed line is kept for later)
+    assert child.expect_exact([PROMPT, pexpect.TIMEOUT], timeout=1.0) == 1
+    (tmp_path / "go").write_text("")
+    child.expect_exact(PROMPT)
+    assert child.before == b"released by go\r\n"
+    child.expect_exact(PROMPT)
+    assert child.before == b"typed-while-held\r\n"
+    child.sendline("hold never")
     child.sendcontrol("c")
     child.expect_exact(PROMPT)
     assert child.before == b"^C interrupted\r\n"
-    assert time.monotonic() - start < 30
-    assert command(child, "echo alive") == b"alive\r\n"
+
+
+def test_hang_answers_and_prints_nothing_until_a_signal(agents: Agents) -> None:
+    child = agents.spawn("--work-interval", "0.1", "--work-lines", "1")
+    child.expect_exact(PROMPT)
+    child.expect_exact(work_lines(1)[0])  # it prints on its own every 0.1 s
+    child.sendline("hang")
+    child.sendline("echo anyone")
+    child.sendcontrol("c")
+    # a work line may still be on its way; then silence (it would print every 0.1 s otherwise)
+    for _ in range(10):
+        if child.expect([rb".+", pexpect.TIMEOUT], timeout=1.0) == 1:
+            break
+    else:
+        raise AssertionError("the agent kept printing after hang")
+    child.kill(signal.SIGTERM)
+    assert finished(child).signalstatus == signal.SIGTERM
 
 
 def test_input_typed_while_busy_is_kept(agents: Agents) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import AGENTD, Project, alive, clean_env, wait_until
+from tests.conftest import AGENTD, Project, alive, clean_env
 
 INITD = Path(__file__).resolve().parent.parent / "initd" / "agentd"
 
@@ -27,7 +26,12 @@ def test_init_script_start_status_stop_with_lsb_codes(project: Project) -> None:
     project.wait_state("svc", "running")
     status = initd(project, "status")
     assert status.returncode == 0 and "svc" in status.stdout
+    project.fake_unit("added")  # reload must read the units again: the new one starts, svc is kept
+    svc = project.unit_status("svc")
     assert initd(project, "reload").returncode == 0
+    project.wait_state("added", "running")
+    assert project.unit_status("svc")["pid"] == svc["pid"]
+    assert [e for e in project.events("reloaded") if e["started"] == ["added"]]
     pid = project.daemon_pid()
     restarted = initd(project, "restart")
     assert restarted.returncode == 0, restarted.stderr

@@ -4,41 +4,20 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from tests.conftest import Project, clean_env, wait_until
-from tests.test_continuity import history, sessions_inputs
+import pytest
 
+from tests.conftest import Project, clean_env, git, stays, wait_until
 
-def fake(project: Project, name: str, *, unit: str = "", extra: str = "", scope: str = "", flags: tuple[str, ...] = ()) -> Path:
-    inputs = project.root / f"{name}-inputs.jsonl"
-    argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(inputs), *flags])
-    project.unit(name, f"""
-[unit]
-{unit}
-[agent]
-command = {argv}
-prompt = "fake> $"
-[restart]
-stop_timeout = 3
-initial_delay = 0.2
-[scope]
-{scope}
-[checkpoint]
-grace = 2
-{extra}
-""")
-    return inputs
+RESTART = "initial_delay = 0.2"
 
 
 def test_requires_blocks_and_after_orders(project: Project) -> None:
     project.agentd("init")
-    fake(project, "db", flags=("--crash-after", "0"))
-    (project.root / "units" / "db.toml").write_text((project.root / "units" / "db.toml").read_text().replace(
-        "initial_delay = 0.2", "initial_delay = 0.1\nburst = 1"))
-    fake(project, "api", unit='requires = ["db"]')
-    fake(project, "web", unit='after = ["cache"]')
-    fake(project, "cache")
+    project.fake_unit("db", "--crash-after", "0", cycle=True, restart="initial_delay = 0.1\nburst = 1")
+    project.fake_unit("api", cycle=True, restart=RESTART, unit='requires = ["db"]')
+    project.fake_unit("web", cycle=True, restart=RESTART, unit='after = ["cache"]')
+    project.fake_unit("cache", cycle=True, restart=RESTART)
     project.agentd("start")
     project.wait_state("web", "running")
     project.wait_state("db", "failed")
@@ -49,28 +28,59 @@ def test_requires_blocks_and_after_orders(project: Project) -> None:
     assert "api" not in started
 
 
+def test_requires_starts_the_unit_once_its_requirement_runs(project: Project) -> None:
+    project.init_memory()
+    project.fake_unit("db", cycle=True, restart=RESTART)
+    project.fake_unit("api", cycle=True, restart=RESTART, unit='requires = ["db"]')
+    project.agentd("start")
+    api = project.wait_state("api", "running", timeout=60)
+    assert api["reason"] is None
+    # api started only once db was up and had taken its wakeup ("ready")
+    events = project.events()
+    ready = next(i for i, e in enumerate(events) if e.get("event") == "wakeup_delivered" and e.get("unit") == "db")
+    api_starts = [i for i, e in enumerate(events)
+                  if e.get("event") == "unit_state" and e.get("unit") == "api" and e["new"] == "starting"]
+    assert api_starts and api_starts[0] > ready
+    assert project.unit_status("db")["state"] == "running"
+
+
+@pytest.mark.xfail(strict=True, reason="product bug: a unit kept down by `requires` is not started when its "
+                                       "requirement comes up later (`agentd start db` starts db only; api "
+                                       "stays inactive with 'requires db' as its reason)")
+def test_a_unit_kept_down_by_requires_starts_when_its_requirement_is_started(project: Project) -> None:
+    project.init_memory()
+    project.fake_unit("db", cycle=True, restart=RESTART, unit="enabled = false")
+    project.fake_unit("api", cycle=True, restart=RESTART, unit='requires = ["db"]')
+    project.agentd("start")
+    wait_until(lambda: "requires 'db'" in (project.unit_status("api")["reason"] or ""), 30, what="api to be held back")
+    assert project.unit_status("api")["state"] == "inactive"
+    project.agentd("start", "db")
+    project.wait_state("db", "running")
+    project.wait_state("api", "running", timeout=15)
+
+
 def test_global_decision_and_task_reach_the_running_units(project: Project) -> None:
     project.agentd("init")
-    a = fake(project, "alpha", scope='module = "alpha"\npaths = ["alpha/**"]')
-    b = fake(project, "beta", scope='module = "beta"\npaths = ["beta/**"]')
+    project.fake_unit("alpha", cycle=True, restart=RESTART, scope='module = "alpha"\npaths = ["alpha/**"]')
+    project.fake_unit("beta", cycle=True, restart=RESTART, scope='module = "beta"\npaths = ["beta/**"]')
     project.agentd("start")
-    for name, path in (("alpha", a), ("beta", b)):
+    for name in ("alpha", "beta"):
         project.wait_state(name, "running")
-        wait_until(lambda p=path: len(sessions_inputs(p)) == 1, 60, what=f"{name}'s wakeup")
+        wait_until(lambda n=name: len(project.inputs(n)) == 1, 60, what=f"{name}'s wakeup")
     # alpha's agent records a global decision from its shell
     env = clean_env(AGENTD_UNIT="alpha", AGENTD_MODULE="alpha")
     out = project.agentd("decide", "freeze the wire format", "--why", "because both sides parse it, so it must not drift",
                          "--global", env=env).stdout
     assert "told the running units: beta" in out
-    wait_until(lambda: any("global decision recorded: freeze the wire format" in m for m in sessions_inputs(b)[-1]), 60,
+    wait_until(lambda: any("global decision recorded: freeze the wire format" in m for m in project.inputs("beta")[-1]), 60,
                what="beta to hear about the global decision")
-    assert not any("global decision" in m for m in sessions_inputs(a)[-1])
+    assert not any("global decision" in m for m in project.inputs("alpha")[-1])
     # a task switch for beta: the files, the decision, and the agent is told
     project.agentd("task", "beta", "port the parser to v2")
     assert "port the parser to v2" in (project.root / ".agent" / "tasks" / "beta.md").read_text()  # beta's own task
     assert "port the parser to v2" not in (project.root / ".agent" / "current-task.md").read_text()
     assert "task switch for beta" in (project.root / ".agent" / "decisions-beta.log").read_text()
-    wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in sessions_inputs(b)[-1]), 60,
+    wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in project.inputs("beta")[-1]), 60,
                what="beta to get its new task")
     # the timeline merges module and global logs
     timeline = project.agentd("log", "--all").stdout
@@ -81,73 +91,90 @@ def test_global_decision_and_task_reach_the_running_units(project: Project) -> N
     assert "freeze the wire format" in wake and "task switch for beta" in wake and "alpha-only choice" not in wake
 
 
-def _second(delta: float) -> int:
-    return int((datetime.now(timezone.utc) + timedelta(seconds=delta)).second)
+def _daily_at(delta: float) -> str:
+    """A 6-field cron that fires once a day, ``delta`` seconds from now (UTC)."""
+    t = datetime.now(timezone.utc) + timedelta(seconds=delta)
+    return f"{t.second} {t.minute} {t.hour} * * *"
 
 
 def test_scheduled_start_and_stop(project: Project) -> None:
     project.agentd("init")
-    start, stop = _second(4), _second(12)
-    fake(project, "night", unit="enabled = false",
-         extra=f'[schedule]\nstart = "{start} * * * * *"\nstop = "{stop} * * * * *"\ngrace = 1\n')
+    # every 20 s a start, 10 s later a stop: whenever the daemon is up, the next of each comes on time
+    # (grace = 0: nothing counts as missed), however long the daemon took to start
+    project.fake_unit("night", cycle=True, restart=RESTART, unit="enabled = false",
+                      schedule='start = "0,20,40 * * * * *"\nstop = "10,30,50 * * * * *"\ngrace = 0')
     project.agentd("start")
     row = project.unit_status("night")
     assert row["state"] == "inactive" and row["schedule"]["start"] and row["schedule"]["stop"]
-    project.wait_state("night", "running", timeout=60)
-    wait_until(lambda: project.unit_status("night")["state"] == "inactive", 60, what="the scheduled stop")
-    records = history(project, "night")
-    assert records and records[-1]["trigger"] == "stop" and records[-1]["outcome"] == "stopped"
-    fired = [(e["action"], e["missed"]) for e in project.events("schedule_fired")]
-    assert fired == [("start", False), ("stop", False)]
+
+    def stopped_after_a_start() -> list[dict] | None:
+        states = [e for e in project.events("unit_state", "night")]
+        ran = next((i for i, e in enumerate(states) if e["new"] == "running"), None)
+        if ran is None:
+            return None
+        done = [e for e in states[ran:] if e["new"] == "inactive"]
+        return done or None
+
+    inactive = wait_until(stopped_after_a_start, 90, what="a scheduled start, then a scheduled stop")
+    assert inactive[0]["reason"] == "scheduled stop"
+    record = next(r for r in project.history("night") if r["trigger"] == "stop")
+    assert record["outcome"] == "stopped"
+    fired = [(e["action"], e["missed"]) for e in project.events("schedule_fired", "night")]
+    first_start = fired.index(("start", False))
+    assert ("stop", False) in fired[first_start:]
+    assert all(not missed for _, missed in fired)
 
 
 def test_a_missed_run_fires_once(project: Project) -> None:
     project.agentd("init")
-    missed = _second(-4)
-    fake(project, "late", unit="enabled = false", extra=f'[schedule]\nstart = "{missed} * * * * *"\ngrace = 30\n')
+    project.fake_unit("late", cycle=True, restart=RESTART, unit="enabled = false",
+                      schedule=f'start = "{_daily_at(-4)}"\ngrace = 600')
     project.agentd("start")
     project.wait_state("late", "running")
     fired = project.events("schedule_fired")
     assert [(e["action"], e["missed"]) for e in fired] == [("start", True)]
-    # a second daemon start does not fire the same run again
+    # a second daemon start does not fire the same run again; a unit added meanwhile, with a
+    # missed run of its own, shows when the daemon has caught up on the missed runs
     project.agentd("stop", "--now")
+    project.fake_unit("marker", unit="enabled = false", schedule=f'start = "{_daily_at(-2)}"\ngrace = 600')
     project.agentd("start")
-    assert project.unit_status("late")["state"] == "inactive"
-    assert len(project.events("schedule_fired")) == 1
+    wait_until(lambda: project.events("schedule_fired", "marker"), 60, what="the marker's missed run to fire")
+    assert stays(lambda: len(project.events("schedule_fired", "late")) == 1
+                 and project.unit_status("late")["state"] == "inactive", 3.0)
 
 
 def test_usage_limit_waits_then_resumes_with_the_wakeup(project: Project) -> None:
     project.agentd("init")
-    inputs = fake(project, "quota")
+    project.fake_unit("quota", cycle=True, restart=RESTART)
     project.agentd("start")
     first = project.wait_state("quota", "running")
-    wait_until(lambda: len(sessions_inputs(inputs)) == 1, 60, what="the wakeup")
+    wait_until(lambda: len(project.inputs("quota")) == 1, 60, what="the wakeup")
     project.agentd("send", "quota", "echo Error: usage limit reached for this plan, try again in 4 seconds")
     row = project.wait_state("quota", "waiting")
     assert "usage limit" in row["reason"] and "resuming at" in row["reason"]
     assert not [e for e in project.events("unit_state") if e["unit"] == "quota" and e["new"] == "backoff"]
     again = project.wait_state("quota", "running", timeout=60)
     assert again["pid"] != first["pid"]
-    wait_until(lambda: len(sessions_inputs(inputs)) == 2, 60, what="the wakeup of the resumed session")
+    wait_until(lambda: len(project.inputs("quota")) == 2, 60, what="the wakeup of the resumed session")
 
 
 def test_a_stalled_agent_is_checkpointed_and_restarted(project: Project) -> None:
     project.agentd("init")
-    inputs = fake(project, "sleepy", extra="[schedule]\nstall_after = 4\n")
+    project.fake_unit("sleepy", cycle=True, restart=RESTART, schedule="stall_after = 4")
     project.agentd("start")
     first = project.wait_state("sleepy", "running")
-    wait_until(lambda: any(r["trigger"] == "stall" for r in history(project, "sleepy")), 90, what="a stall cycle")
-    record = next(r for r in history(project, "sleepy") if r["trigger"] == "stall")
+    wait_until(lambda: any(r["trigger"] == "stall" for r in project.history("sleepy")), 90, what="a stall cycle")
+    record = next(r for r in project.history("sleepy") if r["trigger"] == "stall")
     assert record["outcome"] == "respawned" and record["old_session"] == first["session"]
-    wait_until(lambda: len(sessions_inputs(inputs)) >= 2, 60, what="the fresh session's wakeup")
+    wait_until(lambda: len(project.inputs("sleepy")) >= 2, 60, what="the fresh session's wakeup")
     assert project.events("stalled")
 
 
 def test_overlapping_scopes_are_refused_unless_shared(project: Project) -> None:
     project.agentd("init")
-    fake(project, "whole", scope='paths = ["src/**"]')
-    fake(project, "api", scope='paths = ["src/api/**"]')
-    fake(project, "docs", scope='paths = ["docs/**"]')
+    project.fake_unit("whole", cycle=True, restart=RESTART, scope='paths = ["src/**"]')
+    project.fake_unit("api", cycle=True, restart=RESTART, scope='paths = ["src/api/**"]')
+    project.fake_unit("docs", cycle=True, restart=RESTART, scope='paths = ["docs/**"]')
     project.agentd("start")
     project.wait_state("docs", "running")
     status = project.status()
@@ -157,19 +184,11 @@ def test_overlapping_scopes_are_refused_unless_shared(project: Project) -> None:
     assert any("whole.toml" in e and "'api'" in e and "src/api/" in e for e in errors)
     assert any("api.toml" in e and "'whole'" in e for e in errors)
     project.agentd("stop", "--now")
-    fake(project, "whole", scope='paths = ["src/**"]\nshared = ["src/api/**"]')
-    fake(project, "api", scope='paths = ["src/api/**"]\nshared = ["src/api/**"]')
+    project.fake_unit("whole", cycle=True, restart=RESTART, scope='paths = ["src/**"]\nshared = ["src/api/**"]')
+    project.fake_unit("api", cycle=True, restart=RESTART, scope='paths = ["src/api/**"]\nshared = ["src/api/**"]')
     project.agentd("start")
     for name in ("whole", "api", "docs"):
         project.wait_state(name, "running")
-
-
-def _git(root: Path, *args: str) -> None:
-    import subprocess
-
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={**clean_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t"})
 
 
 def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
@@ -177,23 +196,21 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
     for d in ("w1/migrations", "w2", "w3"):
         (root / d).mkdir(parents=True)
     (root / "w2" / "tracked.txt").write_bytes(b"line one\nline two\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "w2/tracked.txt")
-    _git(root, "commit", "-q", "-m", "base")
+    git(root, "init", "-q")
+    git(root, "add", "w2/tracked.txt")
+    git(root, "commit", "-q", "-m", "base")
     project.agentd("init")
     (root / ".agent" / "constraints.md").write_text("# Hard constraints\n\n- forbid: w1/migrations/**\n")
-    warn_in = root / "warner-inputs.jsonl"
     for name, d, mode in (("warner", "w1", "warn"), ("reverter", "w2", "revert"), ("stopper", "w3", "stop")):
-        path = project.root / "units" / f"{name}.toml"
-        fake(project, name, scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"')
-        path.write_text(path.read_text().replace("[agent]\n", f'[agent]\nworkdir = "{d}"\n', 1))
+        project.fake_unit(name, cycle=True, restart=RESTART, agent=f'workdir = "{d}"',
+                          scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"')
     project.agentd("start")
     for name in ("warner", "reverter", "stopper"):
         project.wait_state(name, "running")
-        wait_until(lambda n=name: len(sessions_inputs(root / f"{n}-inputs.jsonl")) == 1, 60, what=f"{name}'s wakeup")
+        wait_until(lambda n=name: len(project.inputs(n)) == 1, 60, what=f"{name}'s wakeup")
     # warn: a forbidden path (constraints.md) is named in a message typed at the next turn end
     project.agentd("send", "warner", "write migrations/001.sql DROP TABLE users;")
-    wait_until(lambda: any("w1/migrations/001.sql" in m and "constraints.md" in m for m in sessions_inputs(warn_in)[-1]),
+    wait_until(lambda: any("w1/migrations/001.sql" in m and "constraints.md" in m for m in project.inputs("warner")[-1]),
                60, what="the warning typed into warner")
     # revert: the tracked file comes back byte for byte, the agent's version is kept in quarantine
     project.agentd("send", "reverter", "write tracked.txt EVIL")
@@ -203,7 +220,7 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
     # stop: a checkpoint, then the unit stops
     project.agentd("send", "stopper", "write outside.txt oops")
     wait_until(lambda: project.unit_status("stopper")["state"] == "inactive", 60, what="the stop")
-    assert history(project, "stopper")[-1]["trigger"] == "stop"
+    assert project.history("stopper")[-1]["trigger"] == "stop"
     rules = {v["unit"]: v for v in _violations(project)}
     assert rules["warner"]["rule"].startswith("forbidden by constraints.md")
     assert rules["stopper"]["rule"].startswith("outside scope") and rules["stopper"]["action"] == "stop"

@@ -271,14 +271,40 @@ def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
     sys.exit(code)
 
 
+def _newest_transcript(directory: Path, suffix: str) -> Path | None:
+    """The transcript of the session that started last, or None.
+
+    A session id begins with its UTC start to the microsecond, fixed width
+    (:func:`supervisor.session.pty.new_session_id`), so the greatest start
+    is the newest session, however close two restarts were.  Ids written by
+    older versions carry whole seconds only; among those, the file written
+    last wins (the dead session stopped writing before the live one began).
+    """
+    best: tuple[str, int] | None = None
+    newest = None
+    for path in directory.glob(f"*{suffix}") if directory.is_dir() else ():
+        try:
+            written = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        key = (path.stem.rsplit("-", 1)[0], written)
+        if best is None or key > best:
+            best, newest = key, path
+    return newest
+
+
 @click.command()
 @click.argument("unit")
 @click.option("-n", "lines", default=40, show_default=True, help="lines to show")
-@click.option("-f", "follow", is_flag=True, help="keep printing new output")
+@click.option("-f", "follow", is_flag=True, help="keep printing new output (and the next sessions')")
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
 @pass_app
 def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
-    """Show UNIT's transcript (clean text of the newest session)."""
+    """Show UNIT's transcript (clean text of the newest session).
+
+    With -f, a restart moves on to the new session's transcript (from its
+    beginning; a line on stderr names the session).
+    """
     from ..session.transcript import follow_clean, read_clean_tail
     from ..config.units import valid_name
 
@@ -286,10 +312,9 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
         raise click.ClickException(f"unit name {unit!r} is not valid")
     directory = app.settings.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
-    files = sorted(directory.glob(f"*{suffix}")) if directory.is_dir() else []
-    if not files:
+    path = _newest_transcript(directory, suffix)
+    if path is None:
         raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
-    path = files[-1]
     if raw:
         if follow:
             raise click.UsageError("--raw and -f do not go together (follow the clean view, or tail -f the .log)")
@@ -305,8 +330,17 @@ def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> Non
             click.echo(line)
         return
     try:
-        for chunk in follow_clean(path, should_stop=lambda: False, lines=lines):
-            click.echo(chunk, nl=False)
+        while True:
+            current = path
+
+            def superseded() -> bool:
+                return _newest_transcript(directory, ".txt") not in (current, None)
+
+            for chunk in follow_clean(current, should_stop=superseded, lines=lines):
+                click.echo(chunk, nl=False)
+            path = _newest_transcript(directory, ".txt") or current
+            lines = sys.maxsize  # a new session is shown from its beginning
+            click.echo(f"\n[agentd] session {path.stem} of {unit}", err=True)
     except KeyboardInterrupt:
         pass
 

@@ -7,7 +7,8 @@ carry several requests, answered in order.
 
 Security: the socket file is mode 0600 inside a 0700 directory, and every
 connection's peer uid is read with ``SO_PEERCRED`` and must equal the daemon's
-own uid.  Commands are looked up in an explicit table built by the daemon;
+own uid (``owner_uid``: tests name another uid to prove the refusal as any
+user).  Commands are looked up in an explicit table built by the daemon;
 there is no attribute lookup by name.
 """
 
@@ -79,11 +80,12 @@ def peer_uid(sock: socket.socket) -> int:
 class ControlServer:
     """Serves the command table on a Unix socket."""
 
-    def __init__(self, path: Path, commands: Mapping[str, Command]) -> None:
+    def __init__(self, path: Path, commands: Mapping[str, Command], *, owner_uid: int | None = None) -> None:
+        """``owner_uid``: the only peer uid served (default: this process's uid)."""
         self.path = path
         self.commands = dict(commands)
         self._server: asyncio.base_events.Server | None = None
-        self._uid = os.getuid()
+        self._uid = os.getuid() if owner_uid is None else owner_uid
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -57,9 +57,23 @@ class SessionEnded(ConnectionError):
     """The session is gone: nothing can be typed into it any more."""
 
 
+_last_id_us = 0
+
+
 def new_session_id() -> str:
-    """Sortable, unique: ``20261130T143200-1a2b3c``."""
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    """Unique, and sorted by start: ``20261130T143200.123456-1a2b3c``.
+
+    The UTC start to the microsecond, fixed width, so the ids of one unit sort
+    in the order their sessions started (``agentd logs`` shows the newest);
+    within one process the timestamp only ever increases, even for two
+    sessions started in the same microsecond or across a backward clock step.
+    The random suffix keeps ids of different processes apart.
+    """
+    global _last_id_us
+    now_us = max(time.time_ns() // 1000, _last_id_us + 1)
+    _last_id_us = now_us
+    seconds, micros = divmod(now_us, 1_000_000)
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(seconds))}.{micros:06d}-{secrets.token_hex(3)}"
 
 
 def _child_setup() -> None:  # pragma: no cover - runs in the forked child

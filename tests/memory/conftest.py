@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from supervisor.memory import init_store
+from tests.conftest import git
 
 T0 = datetime(2026, 11, 30, 14, 32)
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture

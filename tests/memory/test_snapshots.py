@@ -10,8 +10,9 @@ import pytest
 
 from supervisor.memory import AgentPaths, StoreError, record_decision, snapshots, update_task_state
 from supervisor.memory.gitfiles import blob_hash
+from tests.conftest import git
 
-from .conftest import T0, git
+from .conftest import T0
 
 WHY = "because it must be decided, so we decide"
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import shutil
+import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,12 +58,66 @@ def test_sections_in_order_and_content(repo: Path):
     assert w.tokens == estimate_tokens(w.text) <= 2500 and not w.trimmed
 
 
-def test_deterministic_and_clock_free(repo: Path):
+def _copy_in_reverse(src: Path, dst: Path) -> None:
+    """The same files, written in the reverse order, each with another modification time."""
+    files = sorted((p for p in src.rglob("*") if p.is_file()), reverse=True)
+    for n, path in enumerate(files):
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+        stamp = 1_000_000_000 + n * 7919  # from 2001 on, oldest where the original was newest
+        os.utime(target, (stamp, stamp))
+
+
+def _shift_clock(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every clock Python code may read runs ``seconds`` ahead: datetime and the time module."""
+    real = dt.datetime
+
+    class Shifted(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def]
+            return real.now(tz) + dt.timedelta(seconds=seconds)
+
+        @classmethod
+        def utcnow(cls):  # type: ignore[no-untyped-def]
+            return real.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=seconds)
+
+        @classmethod
+        def today(cls):  # type: ignore[no-untyped-def]
+            return cls.now()
+
+    class ShiftedDate(dt.date):
+        @classmethod
+        def today(cls):  # type: ignore[no-untyped-def]
+            return Shifted.now().date()
+
+    for name, module in list(sys.modules.items()):  # `from datetime import datetime` made a copy
+        if name.startswith("supervisor") and getattr(module, "datetime", None) is dt.datetime:
+            monkeypatch.setattr(module, "datetime", Shifted)
+        if name.startswith("supervisor") and getattr(module, "date", None) is dt.date:
+            monkeypatch.setattr(module, "date", ShiftedDate)
+    monkeypatch.setattr(dt, "datetime", Shifted)
+    monkeypatch.setattr(dt, "date", ShiftedDate)
+    real_time, real_ns, real_localtime, real_gmtime, real_strftime = (
+        time.time, time.time_ns, time.localtime, time.gmtime, time.strftime)
+    monkeypatch.setattr(time, "time", lambda: real_time() + seconds)
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + int(seconds * 1e9))
+    monkeypatch.setattr(time, "localtime", lambda secs=None: real_localtime(real_time() + seconds if secs is None else secs))
+    monkeypatch.setattr(time, "gmtime", lambda secs=None: real_gmtime(real_time() + seconds if secs is None else secs))
+    monkeypatch.setattr(time, "strftime", lambda fmt, t=None: real_strftime(fmt, time.localtime() if t is None else t))
+
+
+def test_deterministic_and_clock_free(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _populate(repo)
     first = build_wakeup(repo, "core", ["src/core"]).text
-    assert build_wakeup(repo, "core", ["src/core"]).text == first
-    small = build_wakeup(repo, "core", ["src/core"], budget=300)
-    assert build_wakeup(repo, "core", ["src/core"], budget=300).text == small.text
+    small = build_wakeup(repo, "core", ["src/core"], budget=300).text
+    assert small != first
+    # the same store, its files written in another order with other times, read three days later
+    other = repo.parent / "copy"
+    _copy_in_reverse(repo, other)
+    _shift_clock(monkeypatch, 3 * 86400 + 5 * 3600)
+    assert build_wakeup(other, "core", ["src/core"]).text == first
+    assert build_wakeup(other, "core", ["src/core"], budget=300).text == small
 
 
 def test_stale_and_invalid_facts(repo: Path):
