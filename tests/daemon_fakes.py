@@ -217,6 +217,7 @@ class FakeRuntime:
         self.first_input = True
         self.script: Callable[[FakeDriver], None] = lambda d: None  # set up each new driver
         self.memory_files = FakeMemory()
+        self.given_up: list[str] = []
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -242,6 +243,9 @@ class FakeRuntime:
 
     def changed(self, unit: Any) -> None:
         pass
+
+    def gave_up(self, unit: Any) -> None:
+        self.given_up.append(unit.name)
 
     async def persist(self) -> None:
         pass

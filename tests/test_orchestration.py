@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-import pytest
 
 from tests.conftest import Project, clean_env, git, stays, wait_until
 
@@ -44,19 +43,60 @@ def test_requires_starts_the_unit_once_its_requirement_runs(project: Project) ->
     assert project.unit_status("db")["state"] == "running"
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: a unit kept down by `requires` is not started when its "
-                                       "requirement comes up later (`agentd start db` starts db only; api "
-                                       "stays inactive with 'requires db' as its reason)")
-def test_a_unit_kept_down_by_requires_starts_when_its_requirement_is_started(project: Project) -> None:
+def test_requires_pulls_in_its_requirement_and_stops_with_it(project: Project) -> None:
+    """systemd's Requires=: starting a unit starts what it requires; stopping that stops the unit too."""
     project.init_memory()
     project.fake_unit("db", cycle=True, restart=RESTART, unit="enabled = false")
     project.fake_unit("api", cycle=True, restart=RESTART, unit='requires = ["db"]')
     project.agentd("start")
-    wait_until(lambda: "requires 'db'" in (project.unit_status("api")["reason"] or ""), 30, what="api to be held back")
+    db = project.wait_state("db", "running")  # not enabled, but api requires it
+    project.wait_state("api", "running", timeout=60)
+    assert any(e.get("unit") == "db" and e["new"] == "starting" and e["reason"] == "required by api"
+               for e in project.events("unit_state"))
+    project.agentd("stop", "db", "--now")
+    api = project.wait_state("api", "inactive")
+    assert "requires 'db'" in api["reason"], api
+    starts = [e["unit"] for e in project.events("unit_state") if e["new"] == "starting"]
+    project.agentd("start", "api")  # pulls db in again, and waits for it
+    project.wait_state("api", "running", timeout=60)
+    assert project.unit_status("db")["pid"] not in (None, db["pid"])
+    later = [e["unit"] for e in project.events("unit_state") if e["new"] == "starting"][len(starts):]
+    assert later == ["db", "api"]
+
+
+def test_a_unit_waits_for_a_requirement_that_is_restarting(project: Project) -> None:
+    """A requirement in backoff is coming up again: the unit starts once it runs, not before."""
+    project.init_memory()
+    flag = project.root / "db-may-run"
+    project.fake_unit("db", "--crash-unless", str(flag), cycle=True, restart="initial_delay = 1\nburst = 20")
+    project.fake_unit("api", cycle=True, restart=RESTART, unit='requires = ["db"]')
+    project.agentd("start")
+    wait_until(lambda: "waiting: requires 'db'" in (project.unit_status("api")["reason"] or ""), 60,
+               what="api to wait for db")
     assert project.unit_status("api")["state"] == "inactive"
-    project.agentd("start", "db")
-    project.wait_state("db", "running")
-    project.wait_state("api", "running", timeout=15)
+    flag.write_text("ok")
+    project.wait_state("db", "running", timeout=60)
+    project.wait_state("api", "running", timeout=60)
+
+
+def test_reload_starts_new_units_in_order_and_a_changed_requirement_restarts_its_dependents(project: Project) -> None:
+    project.init_memory()
+    project.fake_unit("base")
+    project.agentd("start")
+    project.wait_state("base", "running")
+    project.fake_unit("web", unit='after = ["api"]')
+    project.fake_unit("api", unit='requires = ["base"]')
+    project.agentd("reload")
+    project.wait_state("web", "running")
+    api = project.wait_state("api", "running")
+    starts = [e["unit"] for e in project.events("unit_state") if e["new"] == "starting"]
+    assert starts.index("api") < starts.index("web")
+    project.fake_unit("base", "--banner", "base, changed")  # the requirement changes: api goes down and comes back
+    out = project.agentd("reload").stdout
+    assert "restarted: " in out and "base" in out and "api" in out
+    api_again = project.wait_state("api", "running")
+    assert api_again["pid"] != api["pid"]
+    assert project.unit_status("web")["state"] == "running"
 
 
 def test_global_decision_and_task_reach_the_running_units(project: Project) -> None:
@@ -175,7 +215,8 @@ def test_overlapping_scopes_are_refused_unless_shared(project: Project) -> None:
     project.fake_unit("whole", cycle=True, restart=RESTART, scope='paths = ["src/**"]')
     project.fake_unit("api", cycle=True, restart=RESTART, scope='paths = ["src/api/**"]')
     project.fake_unit("docs", cycle=True, restart=RESTART, scope='paths = ["docs/**"]')
-    project.agentd("start")
+    refused = project.agentd("start", check=False)
+    assert refused.returncode == 1 and "whole.toml" in refused.stderr and "api.toml" in refused.stderr
     project.wait_state("docs", "running")
     status = project.status()
     assert {r["unit"] for r in status["units"]} == {"docs"}

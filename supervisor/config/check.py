@@ -4,6 +4,7 @@
 ``agentd check`` call, so ``check`` refuses exactly what ``start`` refuses:
 
 * each file on its own (:func:`supervisor.config.units.load_units`);
+* units whose ``requires``/``after`` form a cycle are refused, naming the cycle;
 * two enabled units whose writable scopes overlap are both refused, unless
   the overlap is listed as ``shared`` in both.
 """
@@ -45,8 +46,46 @@ def refuse_overlaps(specs: dict[str, UnitSpec], root: Path) -> tuple[dict[str, U
     return {n: s for n, s in specs.items() if n not in refused}, errors
 
 
-def load_project_units(units_dir: Path, root: Path) -> tuple[dict[str, UnitSpec], list[UnitError]]:
-    """The units the daemon would run, and every refusal with its file and reason."""
+def refuse_cycles(specs: dict[str, UnitSpec]) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+    """Units in a cycle of ``requires``/``after`` are refused, each naming the whole cycle."""
+    edges = {n: sorted((set(s.unit.requires) | set(s.unit.after)) & set(specs)) for n, s in specs.items()}
+    in_cycle: dict[str, list[str]] = {}
+    for start in sorted(specs):
+        path: list[str] = []
+
+        def walk(node: str) -> list[str] | None:
+            if node in path:
+                return path[path.index(node):] + [node]
+            path.append(node)
+            for nxt in edges[node]:
+                found = walk(nxt)
+                if found:
+                    return found
+            path.pop()
+            return None
+
+        cycle = walk(start)
+        if cycle:
+            for name in cycle[:-1]:
+                in_cycle.setdefault(name, cycle)
+    errors = [UnitError(specs[n].path, "[unit] requires/after form a cycle: " + " -> ".join(c)
+                        + "; a unit cannot start before itself: remove one of these dependencies")
+              for n, c in sorted(in_cycle.items())]
+    return {n: s for n, s in specs.items() if n not in in_cycle}, errors
+
+
+def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None
+                       ) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+    """The units the daemon would run, and every refusal with its file and reason.
+
+    ``only``: just these units (``agentd run-unit``); other unit files' errors are not reported.
+    """
     specs, errors = load_units(units_dir, root)
+    if only is not None:
+        errors = [e for e in errors if e.path.name.removesuffix(".toml") in only]
+        specs = {n: s for n, s in specs.items() if n in only}
+        missing = sorted(only - set(specs) - {e.path.name.removesuffix(".toml") for e in errors})
+        errors += [UnitError(units_dir / f"{n}.toml", "no such unit file") for n in missing]
+    specs, cycle_errors = refuse_cycles(specs)
     specs, overlap_errors = refuse_overlaps(specs, root)
-    return specs, errors + overlap_errors
+    return specs, errors + cycle_errors + overlap_errors

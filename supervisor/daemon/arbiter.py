@@ -19,6 +19,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import replace
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -39,8 +40,8 @@ from .commands import StatsSampler, command_table
 from .events import Event, FileChanged, Quit, Signal, TimerFired
 from .views import AttachUnits, ScopeUnits
 from .leftovers import AgentsFile, end_leftovers
-from .lifecycle import UnitState
-from .ordering import blocked_by
+from .lifecycle import RestartTracker, UnitState
+from .table import UnitTable
 from .reload import plan_reload
 from .sdnotify import Notifier
 from .unit import ACTIVE, UnitSupervisor
@@ -60,7 +61,7 @@ class Arbiter:
         self.clock = clock
         self.root = settings.project_root
         self.default_stop_timeout = settings.stop_timeout
-        self.units: dict[str, UnitSupervisor] = {}
+        self.units = UnitTable(self.spawn, outside=bool(settings.only_units))
         self.load_errors: list[UnitError] = []
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -76,6 +77,7 @@ class Arbiter:
         self._persist_due = False
         self._persist_lock = asyncio.Lock()
         self._shutdown: asyncio.Task[Any] | None = None
+        self.exit_code = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ the loop
@@ -104,7 +106,7 @@ class Arbiter:
         self._scheduler.shutdown()
         await self._scope.stop()
         log.info("daemon_stopped", pid=os.getpid())
-        return 0
+        return self.exit_code
 
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, Signal):
@@ -180,9 +182,18 @@ class Arbiter:
         self._persist_due = True
         return driver
 
+    def gave_up(self, unit: UnitSupervisor) -> None:
+        """A unit is down on its own.  Under ``run-unit`` (systemd owns restarts) the daemon exits with it:
+        0 when the agent exited cleanly, 1 otherwise, and systemd's Restart= decides."""
+        if self.settings.only_units and self._shutdown is None:
+            self.exit_code = 0 if unit.last_exit is not None and unit.last_exit.success else 1
+            log.info("run_unit_ended", unit=unit.name, exit_code=self.exit_code, reason=unit.reason)
+            self.spawn(self.shutdown())
+
     def changed(self, unit: UnitSupervisor) -> None:
         self._persist_due = True
         self._notifier.status(self._summary())
+        self.units.changed(unit)
 
     def record_cycle(self, record: CycleRecord) -> None:
         log.info("checkpoint_cycle", **{k: v for k, v in record.as_dict().items() if k != "unit"}, unit=record.unit)
@@ -229,10 +240,17 @@ class Arbiter:
             return None
 
     def _new_unit(self, spec: UnitSpec) -> UnitSupervisor:
-        return UnitSupervisor(spec, self, self._adapter(spec))
+        return self._restarts_by(UnitSupervisor(spec, self, self._adapter(spec)))
+
+    def _restarts_by(self, unit: UnitSupervisor) -> UnitSupervisor:
+        """Under run-unit, systemd's Restart= restarts the unit, not agentd."""
+        if self.settings.only_units:
+            unit.tracker = RestartTracker(replace(unit.tracker.config, policy="no"))
+        return unit
 
     async def _load_specs(self) -> dict[str, UnitSpec]:
-        specs, errors = await asyncio.to_thread(load_project_units, self.settings.units_path, self.root)
+        only = set(self.settings.only_units)
+        specs, errors = await asyncio.to_thread(load_project_units, self.settings.units_path, self.root, only or None)
         self.load_errors = errors
         for err in errors:
             log.error("unit_invalid", path=str(err.path), error=err.message)
@@ -242,7 +260,7 @@ class Arbiter:
         """Read the unit files; return the schedules' catch-up runs."""
         specs = await self._load_specs()
         for name in start_order(specs):
-            self.units[name] = self._new_unit(specs[name])
+            self.units.add(self._new_unit(specs[name]))
         return {name: self._schedule(self.units[name]) for name in start_order(specs)}
 
     def _schedule(self, unit: UnitSupervisor) -> list[tuple[str, bool]]:
@@ -254,7 +272,8 @@ class Arbiter:
         return self._scheduler.set_unit(unit.name, sched)
 
     async def _start_all(self, catch_up: dict[str, list[tuple[str, bool]]]) -> None:
-        await self._start_in_order([n for n, u in self.units.items() if u.spec.unit.enabled], "enabled at daemon start")
+        only = self.settings.only_units
+        await self.units.start([n for n, u in self.units.items() if u.spec.unit.enabled or n in only], "enabled at daemon start")
         for name, runs in catch_up.items():
             for action, missed in runs:
                 await self._scheduled(name, action, missed)
@@ -266,23 +285,9 @@ class Arbiter:
         log.info("schedule_fired", unit=name, action=action, missed=missed)
         why = f"scheduled {action}" + (" (missed run)" if missed else "")
         if action == "start":
-            await self._start_in_order([name], why, StartReason.SCHEDULE)
+            await self.units.start([name], why, StartReason.SCHEDULE)
         elif unit.state not in (UnitState.INACTIVE, UnitState.FAILED):
             await unit.stop(why, checkpoint=True)
-
-    async def _start_in_order(self, names: list[str], why: str, reason: StartReason = StartReason.START) -> None:
-        """Start ``names`` after what they are ordered after; a unit whose requirement is down is not started."""
-        for name in names:
-            unit = self.units[name]
-            blocked = await blocked_by(unit, self.units)
-            if blocked is not None:
-                unit.reason = blocked
-                log.warning("unit_blocked", unit=name, reason=blocked)
-                unit.bump()
-                continue
-            task = unit.start(why, reason)
-            if task is not None:
-                await asyncio.shield(task)
 
     # ------------------------------------------------------------------ daemon-wide commands
     def _targets(self, names: list[str] | None, default: Callable[[UnitSupervisor], bool]) -> list[UnitSupervisor]:
@@ -294,52 +299,49 @@ class Arbiter:
 
     async def start_units(self, names: list[str] | None) -> dict[str, str]:
         targets = self._targets(names, lambda u: u.spec.unit.enabled)
-        result: dict[str, str] = {}
-        for unit in targets:
-            if unit.busy and unit.state is UnitState.STOPPING:
-                await asyncio.wait({unit.op})  # type: ignore[arg-type]
-            if unit.state in ACTIVE:
-                result[unit.name] = "already running"
-                continue
-            await self._start_in_order([unit.name], "start command")
-            result[unit.name] = unit.state.value
-        return result
+        already = {u.name for u in targets if u.state in ACTIVE}
+        await self.units.start([u.name for u in targets if u.name not in already], "start command")
+        return {u.name: "already running" if u.name in already else u.state.value for u in targets}
 
     async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False) -> dict[str, str]:
         targets = self._targets(names, lambda u: True)
-        await asyncio.gather(*(u.stop(why, checkpoint=not now) for u in targets))
+        await self.units.stop([u.name for u in targets], why, checkpoint=not now)
         return {u.name: u.state.value for u in targets}
 
     async def restart_units(self, names: list[str] | None, now: bool = False) -> dict[str, str]:
         targets = self._targets(names, lambda u: u.state is not UnitState.INACTIVE or u.spec.unit.enabled)
-        await asyncio.gather(*(u.restart(now) for u in targets))
+        await self.units.restart([u.name for u in targets], now)
         return {u.name: u.state.value for u in targets}
 
     async def reload(self) -> dict[str, Any]:
         specs = await self._load_specs()
-        plan = plan_reload({n: u.spec for n, u in self.units.items()}, specs, self.load_errors)
-        removed = [self.units[n] for n in plan.stop]
-        await asyncio.gather(*(u.stop("removed by reload", checkpoint=True) for u in removed))
-        for unit in removed:
-            self.units.pop(unit.name, None)
-        restarted, started = [], []
+        plan = plan_reload(self.units.specs, specs, self.load_errors)
+        await self.units.stop(plan.stop, "removed by reload")
+        for name in plan.stop:
+            self.units.remove(name)
+        active = {n for n, u in self.units.items() if u.state in ACTIVE or u.state is UnitState.BACKOFF}
+        changed = [n for n in plan.restart if n in self.units]
+        await self.units.stop(changed, "changed by reload")  # their dependents stop first, and come back below
+        started, restarted = [], []
         for name in plan.order:
             spec = specs[name]
             unit = self.units.get(name)
             if unit is None:
-                unit = self.units[name] = self._new_unit(spec)
+                unit = self._new_unit(spec)
+                self.units.add(unit)
                 if spec.unit.enabled:
                     started.append(name)
             elif name in plan.restart:
-                was_active = unit.state in ACTIVE or unit.state is UnitState.BACKOFF
-                await unit.stop("changed by reload", checkpoint=True)
                 unit.reconfigure(spec, self._adapter(spec))
-                if spec.unit.enabled or was_active:
+                self._restarts_by(unit)
+                if spec.unit.enabled or name in active:
                     restarted.append(name)
             else:
-                unit.spec = spec  # only the description changed
+                unit.spec = spec  # unchanged but for its description
+                if name in active and unit.state not in ACTIVE:  # stopped because a requirement changed
+                    restarted.append(name)
             self._schedule(unit)
-        await self._start_in_order([n for n in plan.order if n in started or n in restarted], "changed by reload")
+        await self.units.start([n for n in plan.order if n in started or n in restarted], "changed by reload")
         self._scope.start_if_needed()
         report = {"started": started, "stopped": plan.stop, "restarted": restarted,
                   "kept": [n for n in plan.order if n not in started and n not in restarted],
@@ -367,12 +369,15 @@ class Arbiter:
     async def shutdown(self, now: bool = False) -> dict[str, Any]:
         if self._shutdown is None:
             self._shutdown = asyncio.ensure_future(self._stop_everything(now))
+        elif now:  # a graceful shutdown is under way: --now cuts its checkpoints short
+            await self.stop_units(None, why="daemon shutdown (now)", now=True)
         await asyncio.shield(self._shutdown)
         return {"stopped": True}
 
     async def _stop_everything(self, now: bool) -> None:
         self._notifier.stopping()
         log.info("daemon_stopping")
+        self.units.stopping_all = True
         await self.stop_units(None, why="daemon shutdown", now=now)
         self._agents.remove()
         self._events.put_nowait(Quit())

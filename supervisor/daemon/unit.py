@@ -55,6 +55,18 @@ STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, 
 ACTIVE = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
 
 
+async def outcome(op: asyncio.Task[Any]) -> Any:
+    """Wait for a unit's operation without cancelling it when the waiter is cancelled; None when the
+    operation itself was cancelled (``stop --now`` cancels whatever runs, and its waiters carry on)."""
+    try:
+        return await asyncio.shield(op)
+    except asyncio.CancelledError:
+        me = asyncio.current_task()
+        if op.cancelled() and not (me is not None and me.cancelling()):
+            return None
+        raise
+
+
 class UnitSupervisor:
     """One unit (see the module docstring)."""
 
@@ -305,8 +317,10 @@ class UnitSupervisor:
             self._timer = self.rt.call_later(decision.delay, self)
         elif isinstance(decision, GiveUp):
             self.set_state(UnitState.FAILED, f"{why}; {decision.reason}" if why else decision.reason)
+            self.rt.gave_up(self)
         else:
             self.set_state(UnitState.INACTIVE, f"{why}; {decision.reason}" if why else decision.reason)
+            self.rt.gave_up(self)
 
     def timer_fired(self) -> None:
         """The backoff delay is over, or the usage limit has reset."""
@@ -371,9 +385,9 @@ class UnitSupervisor:
             return
         if (checkpoint and self.state is UnitState.RUNNING and self.driver is not None
                 and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await asyncio.shield(self._cycle(Trigger.STOP, After.STOP, why=why))
+            await outcome(self._cycle(Trigger.STOP, After.STOP, why=why))
             return
-        await asyncio.shield(self._run(self._stop_at_once(why), "stop"))
+        await outcome(self._run(self._stop_at_once(why), "stop"))
 
     def _abandoned(self) -> None:
         """An operation was cancelled (``--now``): forget what it was waiting for."""
@@ -391,14 +405,14 @@ class UnitSupervisor:
             await asyncio.wait({self.op})  # type: ignore[arg-type]
         if (not now and self.state is UnitState.RUNNING and self.driver is not None
                 and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await asyncio.shield(self._cycle(Trigger.RESTART, After.RESPAWN))
+            await outcome(self._cycle(Trigger.RESTART, After.RESPAWN))
             return
         await self.stop("restart command", checkpoint=False)
         if self.state in (UnitState.INACTIVE, UnitState.FAILED):
             self.restarts += 1
             task = self.start("restart command", StartReason.RESTART)
             if task is not None:
-                await asyncio.shield(task)
+                await outcome(task)
 
     def reset_failed(self) -> None:
         if self.state is UnitState.FAILED:
@@ -469,7 +483,7 @@ class UnitSupervisor:
                              f"({self.activity or 'starting'})")
         if self.state is not UnitState.RUNNING or self.driver is None:
             raise ValueError(f"unit {self.name!r} is {self.state.value}, not running: nothing to checkpoint")
-        record = await asyncio.shield(self._cycle(Trigger.COMMAND))
+        record = await outcome(self._cycle(Trigger.COMMAND))
         return record.as_dict() if record is not None else {"outcome": "failed", "unit": self.name}
 
     async def end_for_usage_limit(self, limit: UsageLimit) -> None:
