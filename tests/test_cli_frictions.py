@@ -77,11 +77,11 @@ def test_an_interactive_shell_does_ignore_sigterm(argv: list[str]) -> None:
 
 
 def test_check_warns_when_the_running_daemon_may_not_stop_in_time(project: Project) -> None:
-    project.fake_unit("slowstop", cycle=True)  # checkpoint 300 + 15, stop_timeout 3
+    project.fake_unit("slowstop", cycle=True)  # checkpoint 300 + grace 2 (fake_unit), stop_timeout 3
     project.agentd("start", env=clean_env(TIMEOUT_STOP_USEC="90000000"))
     project.wait_state("slowstop", "running")
     out = project.agentd("check").stdout  # run WITHOUT the variable: read from the daemon's environment
-    assert "stopping may take 333 s" in out and "the running daemon's environment" in out and "allows 90 s" in out
+    assert "stopping may take 320 s" in out and "the running daemon's environment" in out and "allows 90 s" in out
     project.agentd("stop", "--now")
     assert "stopping may take" not in project.agentd("check").stdout
 

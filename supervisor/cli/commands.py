@@ -104,6 +104,16 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
     click.echo(f"agentd started (pid {pid}, project {settings.project_root})")
     if units:
         print_result(client_call(settings, "start", timeout=None, units=list(units)))
+    _exit_on_refusals(client_call(settings, "status"))
+
+
+def _exit_on_refusals(report: object) -> None:
+    """Each refused unit file with its reason, and exit 1 when there is one (start, reload)."""
+    errors = report.get("errors", []) if isinstance(report, dict) else []
+    for err in errors:
+        click.echo(f"refused: {err}", err=True)
+    if errors:
+        sys.exit(1)
 
 
 @click.command(epilog="""\b
@@ -133,7 +143,11 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
         from ..daemon.pidfile import read_pidfile
 
         daemon = read_pidfile(settings.pidfile)
-        client_call(settings, "shutdown", timeout=None, now=now)
+        try:
+            client_call(settings, "shutdown", timeout=None, now=now)
+        except click.ClickException:
+            if daemon_running(settings):  # a daemon that went away while answering has stopped
+                raise
         if not wait_stopped(settings, timeout=60.0, daemon=daemon):
             raise click.ClickException("agentd did not exit within 60s after stopping its units")
     except KeyboardInterrupt:
@@ -209,8 +223,7 @@ def reload(app: AppContext) -> None:
     assert isinstance(report, dict)
     for key in ("started", "stopped", "restarted", "kept"):
         click.echo(f"{key}: {', '.join(report[key]) or '-'}")
-    for err in report.get("errors", []):
-        click.echo(f"error: {err}", err=True)
+    _exit_on_refusals(report)
 
 
 @click.command("reset-failed", epilog="""\b

@@ -1,0 +1,197 @@
+"""Memory commands that add to and read the store: note, fact, promote, recall, wakeup.
+
+The store's writing commands (init, decide, task, task-state, log, sync, snapshot,
+doctor, mcp) are in :mod:`supervisor.cli.memory`, with the helpers both share.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .memory import _errors, _root, _unit, resolve_target
+
+
+@click.command(epilog="""\b
+Examples:
+  agentd note "the flaky test needs a warm cache" --confirmed
+  agentd note "the leak may come from the pool" --hypothesis""")
+@click.argument("text")
+@click.option("--confirmed", "kind", flag_value="confirmed", help="a verified finding")
+@click.option("--hypothesis", "kind", flag_value="hypothesis", help="a guess still to check")
+@click.option("--module", help="the module it is about (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--global", "global_", is_flag=True, help="a note for every module")
+def note(text: str, kind: str | None, module: str | None, global_: bool) -> None:
+    """Append a note to engram.md (say --confirmed or --hypothesis)."""
+    from ..memory import append_note
+
+    if kind is None:
+        raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
+    target = resolve_target(module, global_)
+    with _errors():
+        n = append_note(_root(), text, kind, module=target.module)
+    click.echo(n.render())
+
+
+# facts / promote ------------------------------------------------------------------
+
+@click.group(epilog="""\b
+Examples:
+  agentd fact add "retries are capped at 3" --source src/net/retry.py:12
+  agentd fact check              # exit 1 when a source changed""")
+def fact() -> None:
+    """Stable facts with their source lines (add, check, invalidate, list)."""
+
+
+@fact.command("add", epilog="""\b
+Examples:
+  agentd fact add "retries are capped at 3" --source src/net/retry.py:10-14""")
+@click.argument("text")
+@click.option("--module", help="module (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--source", required=True, help="PATH:LINE or PATH:START-END the fact comes from")
+def fact_add(text: str, module: str | None, source: str) -> None:
+    """Record a fact and the hash of the cited lines."""
+    from ..memory import add_fact
+
+    target = resolve_target(module, False)
+    with _errors():
+        f = add_fact(_root(), target.module, text, source)
+    click.echo(f"{f.id} ({f.module}): {f.text} [source {f.source}, sha {f.sha}]")
+
+
+@fact.command("check", epilog="""\b
+Examples:
+  agentd fact check""")
+def fact_check() -> None:
+    """Re-read every fact's source; mark changed ones stale (exit 1 if any is stale)."""
+    from ..memory import check_facts
+    from ..memory import facts as facts_mod
+    from ..memory.store import AgentPaths
+
+    root = _root()
+    with _errors():
+        changes = check_facts(root)
+        current = facts_mod.load_all(AgentPaths(root))
+    for f, status in changes:
+        click.echo(f"{f.id} ({f.module}): {f.status} -> {status}: {f.text} [{f.source}]")
+    stale = [f for f in current if f.status == "stale"]
+    click.echo(f"{len(current)} fact(s), {len(stale)} stale, {sum(f.status == 'invalid' for f in current)} invalid")
+    if stale:
+        sys.exit(1)
+
+
+@fact.command("invalidate", epilog="""\b
+Examples:
+  agentd fact invalidate F3 --why "the cap moved to config"
+""")
+@click.argument("fact_id")
+@click.option("--why", required=True, help="why the fact no longer holds")
+def fact_invalidate(fact_id: str, why: str) -> None:
+    """Mark a fact invalid; it stays in the file with the reason."""
+    from ..memory import invalidate
+
+    with _errors():
+        f = invalidate(_root(), fact_id, why)
+    click.echo(f"{f.id} ({f.module}): invalid: {f.invalid_why}")
+
+
+@fact.command("list", epilog="""\b
+Examples:
+  agentd fact list --module api""")
+@click.option("--module", help="only this module ('global' for global facts)")
+def fact_list(module: str | None) -> None:
+    """List facts with their status."""
+    from ..memory import facts as facts_mod
+    from ..memory.store import AgentPaths
+
+    with _errors():
+        items = facts_mod.load_all(AgentPaths(_root()))
+    for f in items:
+        if module and f.module != module:
+            continue
+        extra = f" — invalid: {f.invalid_why}" if f.invalid_why else ""
+        click.echo(f"{f.id} [{f.status}] ({f.module}) {f.text} [source {f.source or 'engram'}]{extra}")
+
+
+@click.command(epilog="""\b
+Examples:
+  agentd promote                 # into the global facts
+  agentd promote --module api""")
+@click.option("--module", help="module that receives the facts (default: $AGENTD_MODULE, unit's module, global)")
+def promote(module: str | None) -> None:
+    """Move confirmed engram notes into facts and archive the engram."""
+    from ..memory import promote as promote_fn
+
+    target = resolve_target(module, False)
+    with _errors():
+        new = promote_fn(_root(), target.module)
+    for f in new:
+        click.echo(f"{f.id} ({f.module}): {f.text}")
+    click.echo(f"promoted {len(new)} note(s); engram.md now keeps only open hypotheses")
+
+
+# recall -----------------------------------------------------------------------------
+
+@click.command("recall", epilog="""\b
+Examples:
+  agentd recall parser cache      # works from any folder of the project
+  agentd recall --tag deps --kind decision --limit 5""")
+@click.argument("words", nargs=-1)
+@click.option("--tag", help="decision tag (arch, deps, ...) or engram kind (confirmed, hypothesis, auto)")
+@click.option("--path", "path", help="file glob the decision or fact must touch")
+@click.option("--module", "modules", multiple=True, help="only these modules ('global' = global log); repeatable")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["decision", "fact", "engram"]),
+              help="only these kinds; repeatable")
+@click.option("--limit", type=click.IntRange(min=1), help="at most this many results")
+def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, modules: tuple[str, ...],
+               kinds: tuple[str, ...], limit: int | None) -> None:
+    """Search all decision epochs, facts and engram; newest first."""
+    from ..memory import recall
+
+    with _errors():
+        hits = recall(_root(), words, tag=tag, path=path, modules=modules,
+                      kinds=kinds or ("decision", "fact", "engram"), limit=limit)
+    for hit in hits:
+        click.echo(hit.render())
+    if not hits:
+        click.echo("no match", err=True)
+        sys.exit(1)
+
+
+# wakeup -----------------------------------------------------------------------------
+
+@click.command("wakeup", epilog="""\b
+Examples:
+  agentd wakeup web              # exactly what web's next session gets
+  agentd wakeup --module api --budget 1500""")
+@click.argument("unit", required=False)
+@click.option("--module", help="module to brief (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
+@click.option("--scope", "scope", multiple=True, help="file globs of the module (default: the unit's scope)")
+@click.option("--budget", type=click.IntRange(min=1), help="token budget (default: the unit's, else 2500)")
+@click.option("--decisions", "decision_count", type=click.IntRange(min=0), default=5, show_default=True,
+              help="how many latest decisions to show")
+def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], budget: int | None,
+               decision_count: int) -> None:
+    """Print the wakeup briefing for a unit or module."""
+    from ..continuity.wakeup import DEFAULT_BUDGET, DEFAULT_DECISIONS, build_wakeup, unit_wakeup
+
+    root = _root()
+    if unit:
+        if module:
+            raise click.UsageError("give a UNIT or --module, not both")
+        spec = _unit(unit)
+        if not scope and budget is None and decision_count == DEFAULT_DECISIONS:
+            with _errors():  # exactly what the daemon gives the unit's next session
+                click.echo(unit_wakeup(spec, root).text, nl=False)
+            return
+        module_name, globs, budget = spec.module, list(scope) or list(spec.scope.paths), budget or spec.wakeup.budget
+    else:
+        target = resolve_target(module, False, scope)
+        module_name, globs = target.module, list(target.scope)
+    with _errors():
+        w = build_wakeup(root, module_name, globs, budget or DEFAULT_BUDGET, decision_count=decision_count)
+    click.echo(w.text, nl=False)
+
+
+# snapshots --------------------------------------------------------------------------
