@@ -43,11 +43,10 @@ deterministic work lines (so the transcript grows), then the prompt.
 ``confirm`` (default)  like an agent using its shell: runs
                        ``agentd [--root $AGENTD_ROOT] note TEXT --confirmed``
                        and ``agentd ... decide TEXT --why "because ..., so
-                       ..." --tag task`` (argv lists, ``agentd`` from PATH,
-                       else ``python -m supervisor``), rewrites the
-                       ``State at interruption:`` line of
-                       ``.agent/current-task.md`` (under $AGENTD_ROOT or the
-                       cwd; created if missing), prints ``checkpoint
+                       ..." --tag task`` and ``agentd ... task-state TEXT``
+                       (the "State at interruption" line of its module's
+                       task) (argv lists, ``agentd`` from PATH, else
+                       ``python -m supervisor``), prints ``checkpoint
                        written``.  Every text names ``$AGENTD_SESSION``
                        (:func:`checkpoint_texts`).
 ``ignore``             prints ``I have nothing to add.``, writes nothing.
@@ -90,6 +89,7 @@ Flags
 ``--banner TEXT``               banner printed first
 ``--crash-after SECONDS``       exit on its own after SECONDS with
                                 ``--exit-code`` (default 1)
+``--crash-unless PATH``         exit at once (status 1) unless PATH exists
 ``--exit-code N``               status for ``--crash-after`` (default 1) and
                                 ``--exit-after-output`` (default 0)
 ``--ignore-sigterm``            ignore SIGTERM (SIGKILL still kills it; the
@@ -130,7 +130,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -224,7 +223,6 @@ def spawn_grandchild(new_session: bool) -> int:
 
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
-STATE_PREFIX = "State at interruption:"
 
 
 class RawTerminal:
@@ -496,26 +494,6 @@ def checkpoint_texts(session: str, n: int, work_done: int) -> dict[str, str]:
     }
 
 
-_STATE_LINE = re.compile(r"^\s*(?:[-*]\s*)?(?:\*\*)?State at interruption:.*$", re.I | re.M)
-
-
-def set_state_line(path: Path, state: str) -> None:
-    """Rewrite the ``State at interruption:`` line of ``path`` (append it if missing; atomic)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = "# Current task\n\n(describe the current task here)\n"
-    line = f"{STATE_PREFIX} {state}"
-    if _STATE_LINE.search(text):
-        text = _STATE_LINE.sub(lambda _m: line, text, count=1)
-    else:
-        text = text.rstrip("\n") + f"\n\n{line}\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def checkpoint_mode(value: str) -> str:
     """argparse type for ``--on-checkpoint``: confirm, ignore or slow:S."""
     if value in ("confirm", "ignore"):
@@ -672,6 +650,7 @@ class FakeAgent:
         steps = (
             ("note", [*cli, "note", texts["note"], "--confirmed"]),
             ("decide", [*cli, "decide", texts["decision"], "--why", texts["why"], "--tag", "task"]),
+            ("task-state", [*cli, "task-state", texts["state"]]),
         )
         for name, argv in steps:
             try:
@@ -684,7 +663,6 @@ class FakeAgent:
                 out(f"checkpoint failed: agentd {name}: {reason}\n")
                 return
             out(f"$ agentd {name}: ok\n")
-        set_state_line(Path(root or os.getcwd()) / ".agent" / "current-task.md", texts["state"])
         out("checkpoint written\n")
 
 
@@ -730,6 +708,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prompt", default=DEFAULT_PROMPT)
     p.add_argument("--banner", default=DEFAULT_BANNER)
     p.add_argument("--crash-after", type=float, metavar="SECONDS")
+    p.add_argument("--crash-unless", metavar="PATH")
     p.add_argument("--exit-code", type=int)
     p.add_argument("--ignore-sigterm", action="store_true")
     p.add_argument("--ignore-sighup", action="store_true")
@@ -768,6 +747,9 @@ def run(args: argparse.Namespace) -> int:
     editor = LineEditor(0, args.prompt, echo=_terminal.echo)
     agent = FakeAgent(args, editor)
 
+    if args.crash_unless is not None and not os.path.exists(args.crash_unless):
+        out(f"{args.crash_unless} is missing: exiting\n")
+        exit_now(1)
     if args.crash_after is not None:
         code = 1 if args.exit_code is None else args.exit_code
 

@@ -49,7 +49,7 @@ def test_threshold_triggers_one_checkpoint_and_the_new_session_starts_from_the_w
     engram = (project.root / ".agent" / "engram.md").read_text()
     assert "[confirmed]" in engram and session in engram
     assert session in (project.root / ".agent" / "decisions-coder.log").read_text()
-    assert session in (project.root / ".agent" / "current-task.md").read_text()
+    assert session in (project.root / ".agent" / "tasks" / "coder.md").read_text()  # the module's own task
     # the fresh session's first message is exactly what `agentd wakeup coder` prints now
     wait_until(lambda: len(project.inputs("coder")) == 2, 60, what="the second session's wakeup")
     received = project.inputs("coder")[1][0]

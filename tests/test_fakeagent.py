@@ -552,7 +552,7 @@ def test_checkpoint_confirm_writes_through_the_real_cli(agents: Agents, store: P
     command(child, "work 3")
     child.send(PASTE_START + "CHECKPOINT: save what you have confirmed\nmore instructions" + PASTE_END + "\r")
     child.expect_exact("checkpoint written\r\n", timeout=60)
-    assert child.before == b"$ agentd note: ok\r\n$ agentd decide: ok\r\n"
+    assert child.before == b"$ agentd note: ok\r\n$ agentd decide: ok\r\n$ agentd task-state: ok\r\n"
     child.expect_exact(PROMPT)
     texts = checkpoint_texts(session, 1, 3)
     engram = (store / ".agent" / "engram.md").read_text()

@@ -460,10 +460,19 @@ def memory_target(units_dir: Path, environ: Mapping[str, str], module: str | Non
     if module:
         return MemoryTarget(None if module == "global" else module, tuple(scope))
     env_module = environ.get("AGENTD_MODULE", "").strip()
-    if env_module:
-        return MemoryTarget(None if env_module == "global" else env_module, tuple(scope))
     unit = environ.get("AGENTD_UNIT", "").strip()
+    spec = None
     if unit:
-        spec = load_unit(units_dir, unit)
+        try:
+            spec = load_unit(units_dir, unit)
+        except (UnitLoadError, ValueError):
+            if not env_module:
+                raise
+    if env_module:
+        module = None if env_module == "global" else env_module
+        # the unit's own scope when the module is the unit's (an agent's decide hashes its scope, not the project)
+        own = spec is not None and spec.module == module
+        return MemoryTarget(module, tuple(scope) or (spec.scope.paths if own and spec else ()), unit if own else None)
+    if spec is not None:
         return MemoryTarget(spec.module, tuple(scope) or spec.scope.paths, unit)
     return MemoryTarget(None, tuple(scope))

@@ -24,7 +24,7 @@ DEFAULT_PROMPT = (
     "(1) append each fact you confirmed to .agent/engram.md, one line each, as "
     "`agentd note \"...\" --confirmed` (or --hypothesis for what you believe but did not prove); "
     "(2) record each irreversible decision with `agentd decide \"...\" --why \"because ..., so ...\"`; "
-    "(3) update the line \"State at interruption:\" in .agent/current-task.md with where you are and what comes next. "
+    "(3) record where you are and what comes next with `agentd task-state \"...\"` (your module's task). "
     "Reply DONE when the files are written."
 )
 

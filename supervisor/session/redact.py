@@ -118,13 +118,6 @@ class Redactor:
         out = self.redact(data)
         return text if out == data else out.decode("utf-8", "surrogateescape")
 
-    def structlog_processor(self, logger: object, method_name: str, event_dict: dict) -> dict:
-        """A structlog processor redacting every string value of the event."""
-        for key, value in event_dict.items():
-            if isinstance(value, str):
-                event_dict[key] = self.redact_text(value)
-        return event_dict
-
     # -- streams ---------------------------------------------------------
     @property
     def pending(self) -> int:
