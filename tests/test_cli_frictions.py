@@ -33,19 +33,22 @@ def test_check_warns_about_interactive_shells_and_repls(project: Project) -> Non
     shell_unit(project, "repl", ["python3"])
     shell_unit(project, "script", ["bash", "-c", "exec python -m supervisor.fakeagent"])
     shell_unit(project, "quiet", ["python3"], extra='wakeup_via = "file"\n[checkpoint]\nenabled = false')
+    shell_unit(project, "declared", ["python3"], extra='talks_to = "shell"')
     out = project.agentd("check").stdout  # warnings do not fail the check
     warns = {}
     for line in out.splitlines():
         if line.startswith("warn   "):
             name, text = line[7:].split(": ", 1)
             warns.setdefault(name, []).append(text)
-    assert set(warns) == {"sh1", "sh2", "repl"}, out
+    # every shell or REPL gets a warning unless it is declared as one (talks_to = "shell")
+    assert set(warns) == {"sh1", "sh2", "repl", "quiet"}, out
     term, typed = warns["sh1"]
     assert "ignores SIGTERM" in term and "stop_timeout (7 s)" in term
     assert 'the wakeup briefing (wakeup_via = "first-message")' in typed and "checkpoint prompts" in typed
-    assert 'wakeup_via = "none"' in typed and "would execute them as commands" in typed
-    assert len(warns["sh2"]) == 1 and "ignores SIGTERM" in warns["sh2"][0]
+    assert 'talks_to = "shell"' in typed and "would execute them as commands" in typed
+    assert len(warns["sh2"]) == 2 and "ignores SIGTERM" in warns["sh2"][0] and "types warnings" in warns["sh2"][1]
     assert len(warns["repl"]) == 1 and "an interactive REPL" in warns["repl"][0]
+    assert warns["quiet"] == [w for w in warns["quiet"] if "types warnings into it" in w] and warns["quiet"]
 
 
 @pytest.mark.parametrize("argv,kind", [

@@ -3,6 +3,10 @@
 Everything comes from the unit's ``[agent]`` keys:
 
 ``command``        argv of the agent (never run through a shell)
+``talks_to``       ``agent`` (default) or ``shell``: a shell or REPL runs what is
+                   typed, so for ``shell`` agentd types nothing of its own
+                   (the wakeup goes to a file, no checkpoint prompt, no
+                   warnings or broadcasts); ``agentd send`` still types
 ``wakeup_via``     ``first-message`` (the daemon types the wakeup once the
                    agent is idle), ``file`` (the wakeup is only written to a
                    file), ``none`` (not delivered).  Whenever there is a
@@ -120,9 +124,10 @@ class GenericAdapter(Adapter):
             path = self.state_dir(session_id) / WAKEUP_FILE
             path.write_text(wakeup, encoding="utf-8")
             extra[WAKEUP_ENV] = str(path)
-        if wakeup is None or agent.wakeup_via == "none":
+        route = agent.wakeup_route
+        if wakeup is None or route == "none":
             return Launch(argv=list(agent.command), env=extra, first_input=None, wakeup_via="none")
-        if agent.wakeup_via == "file":
+        if route == "file":
             return Launch(argv=list(agent.command), env=extra, first_input=None, wakeup_via="file")
         return Launch(argv=list(agent.command), env=extra, first_input=wakeup, wakeup_via="first-message")
 

@@ -92,18 +92,15 @@ def unit_warnings(spec: UnitSpec, default_stop_timeout: float) -> list[str]:
             f"[agent] command runs {found.program}, {what}: it ignores SIGTERM, so every stop waits the whole "
             f"stop_timeout ({timeout:g} s) before SIGKILL; run the agent itself in command "
             f"(or `{found.program} -c 'exec AGENT'`), or set a short [restart] stop_timeout")
+    if not spec.agent.types_own_text:
+        return warnings  # talks_to = "shell": agentd types nothing of its own into it
     typed = []
-    if spec.agent.wakeup_via == "first-message" and spec.wakeup.on_start:
+    if spec.agent.wakeup_route == "first-message" and spec.wakeup.on_start:
         typed.append('the wakeup briefing (wakeup_via = "first-message")')
     if spec.checkpoint.enabled:
         typed.append("the checkpoint prompts")
-    if typed:
-        fixes = []
-        if spec.agent.wakeup_via == "first-message" and spec.wakeup.on_start:
-            fixes.append('[agent] wakeup_via = "none" (or "file")')
-        if spec.checkpoint.enabled:
-            fixes.append("[checkpoint] enabled = false")
-        warnings.append(
-            f"[agent] command runs {found.program}, {what}: agentd types {' and '.join(typed)} into it, and "
-            f"{found.program} would execute them as commands; set {' and '.join(fixes)}, or run the agent itself")
+    warnings.append(
+        f"[agent] command runs {found.program}, {what}: agentd types {' and '.join(typed or ['warnings'])} into it, "
+        f"and {found.program} would execute them as commands; set [agent] talks_to = \"shell\" (agentd then "
+        "types nothing of its own: the wakeup goes to a file), or run the agent itself")
     return warnings

@@ -80,7 +80,20 @@ class AgentSection(_Section):
     submit_pause: float = Field(default=0.0, ge=0, le=10, description="pause between text and Enter")
     paste: Literal["bracketed", "lines"] = "bracketed"
     quit_command: str | None = None
-    wakeup_via: Literal["first-message", "file", "none"] = "first-message"
+    wakeup_via: Literal["first-message", "file", "none"] | None = Field(
+        default=None, description='how the wakeup reaches the agent (default: "first-message"; "file" for a shell)')
+    talks_to: Literal["agent", "shell"] = Field(
+        default="agent", description='"shell" for a shell or REPL: agentd types nothing of its own into it')
+
+    @property
+    def wakeup_route(self) -> str:
+        """Where the wakeup goes: the unit's ``wakeup_via``, else a file for a shell, else the first message."""
+        return self.wakeup_via or ("file" if self.talks_to == "shell" else "first-message")
+
+    @property
+    def types_own_text(self) -> bool:
+        """Whether agentd may type text of its own (prompts, warnings, broadcasts) into this agent."""
+        return self.talks_to == "agent"
 
     @field_validator("prompt")
     @classmethod

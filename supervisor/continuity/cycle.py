@@ -99,7 +99,7 @@ class Plan:
     """One cycle: why, what follows, and its time limits (seconds)."""
 
     trigger: Trigger
-    prompt: str
+    prompt: str | None  # None: type nothing (the agent is a shell); the flush is checked, else [auto]
     after: After = After.RESPAWN
     interrupt: bool = False
     deadline: float = 300.0
@@ -126,12 +126,14 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
 
     t = clock()
     if plan.interrupt and not agent.exited and not agent.idle:
-        record.notes.append(f"interrupted a running turn ({plan.trigger.value})")
+        record.notes.append(f"interrupted a running turn ({plan.trigger.value.replace('_', ' ')})")
         await agent.interrupt()
     ready = await agent.wait_ready(deadline, host.set_activity)
     record.step("wait_turn_end", t, clock())
     flushed = False
-    if ready:
+    if ready and plan.prompt is None:
+        record.notes.append("no prompt typed: the unit talks to a shell")
+    elif ready and plan.prompt is not None:
         turns = agent.turns_ended
         t = clock()
         host.set_activity("typing the checkpoint prompt")

@@ -354,8 +354,8 @@ class Arbiter:
         told = []
         for unit in self.units.values():
             if unit.name != origin and unit.state in ACTIVE:
-                unit.talk.sends.append(f"global decision recorded: {text}; see .agent/decisions.log")
-                told.append(unit.name)
+                if unit.talk.queue(f"global decision recorded: {text}; see .agent/decisions.log").get("queued"):
+                    told.append(unit.name)
         log.info("global_decision_broadcast", origin=origin, units=told)
         return {"told": told}
 

@@ -122,8 +122,14 @@ class Conversation:
                 "note": "the agent is busy; agentd types it at the next turn end"}
 
     def queue(self, text: str) -> dict[str, Any]:
+        """Text agentd composed (a task, a broadcast, a warning, a wakeup to re-inject), for the next turn end.
+
+        Never typed into a shell or REPL (``[agent] talks_to = "shell"``): it would run it."""
         if self.unit.state in (UnitState.INACTIVE, UnitState.FAILED):
             return {"queued": False, "reason": f"unit is {self.unit.state.value}"}
+        if not self.unit.spec.agent.types_own_text:
+            log.info("not_typed", unit=self.unit.name, reason="the unit talks to a shell", bytes=len(text.encode()))
+            return {"queued": False, "reason": "the unit talks to a shell: agentd types nothing of its own into it"}
         self.sends.append(text)
         return {"queued": True, "position": len(self.sends)}
 
@@ -150,7 +156,7 @@ class Conversation:
         if about:
             self.unit.checkpoint_now(Trigger.PRE_COMPACT)
         if Meaning.INJECT_WAKEUP in meanings and wakeup is not None:
-            self.sends.append(wakeup.text)
+            self.queue(wakeup.text)
         output = driver.hook_output(event, meanings, wakeup.text if wakeup else None)
         return {"meanings": [m.value for m in meanings], "output": output}
 

@@ -440,7 +440,8 @@ class UnitSupervisor:
     def _cycle(self, trigger: Trigger, after: After = After.RESPAWN, *, interrupt: bool = False,
                deadline: float | None = None, why: str | None = None) -> asyncio.Task[Any]:
         assert self.driver is not None
-        plan = cycle.Plan(trigger, checkpoint_prompt(self.spec), after, interrupt,
+        prompt = checkpoint_prompt(self.spec) if self.spec.agent.types_own_text else None
+        plan = cycle.Plan(trigger, prompt, after, interrupt,
                           deadline or self.spec.checkpoint.deadline, self.spec.checkpoint.grace, why)
         return self._run(self._cycle_op(self.driver, plan), f"checkpoint ({trigger.value})")
 
