@@ -197,14 +197,14 @@ def test_a_nearly_full_disk_fails(healthy: Project) -> None:
 # -- the stop timeout -------------------------------------------------------------------------------------
 
 def test_a_stop_timeout_shorter_than_the_checkpoint_fails(healthy: Project) -> None:
-    healthy.fake_unit("web", cycle=True)  # default checkpoint: 300 s + 15 s grace, stop_timeout 3 s
+    healthy.fake_unit("web", cycle=True)  # checkpoint 300 s + 2 s grace (fake_unit), stop_timeout 3 s, +15 s margin
     code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="120000000"))
     assert code == 1
     status, text = found["stop timeout"]
-    assert status == "FAIL" and "stopping may take 333 s" in text and "allows 120 s" in text
-    assert "TimeoutStopSec=333" in text
+    assert status == "FAIL" and "stopping may take 320 s" in text and "allows 120 s" in text
+    assert "TimeoutStopSec=320" in text
     code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="360000000"))
-    assert code == 0 and found["stop timeout"] == ("ok", "stopping may take 333 s; $TIMEOUT_STOP_USEC "
+    assert code == 0 and found["stop timeout"] == ("ok", "stopping may take 320 s; $TIMEOUT_STOP_USEC "
                                                          "(environment) allows 360 s")
     code, found, _ = doctor(healthy, clean_env(TIMEOUT_STOP_USEC="6 minutes"))
     assert code == 1 and "is not a number of microseconds" in found["stop timeout"][1]

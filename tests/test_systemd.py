@@ -130,17 +130,16 @@ def test_user_unit_says_how_to_run_overnight() -> None:
 def test_export_systemd_takes_restart_and_stop_timeout_from_the_unit(project: Project, tmp_path: Path,
                                                                    verify_env: dict[str, str]) -> None:
     project.fake_unit("db", restart='policy = "always"\ninitial_delay = 2\nburst = 3\ninterval = 60', cycle=True)
-    project.fake_unit("web", stop_timeout=4, cycle=True,
-                      extra='[unit]\nrequires = ["db"]\ndescription = "the web front"\n'
-                            '[checkpoint]\ndeadline = 100\ngrace = 6\n')
+    project.fake_unit("web", stop_timeout=4, cycle=True, unit='requires = ["db"]\ndescription = "the web front"',
+                      checkpoint="deadline = 100")
     out = tmp_path / "export"
     out.mkdir()
     for name in ("db", "web"):
         text = project.agentd("export", "systemd", name).stdout
         (out / f"agentd-{name}.service").write_text(text)
     web = settings_of((out / "agentd-web.service").read_text())
-    assert web["TimeoutStopSec"] == ["125"]  # 100 + 6 + 4 + 15
-    assert web["Environment"] == ["TIMEOUT_STOP_USEC=125000000"]
+    assert web["TimeoutStopSec"] == ["121"]  # deadline 100 + grace 2 (fake_unit) + stop_timeout 4 + 15
+    assert web["Environment"] == ["TIMEOUT_STOP_USEC=121000000"]
     assert web["ExecStart"] == [f"{VENV_AGENTD} --project {project.root} run-unit web --foreground"]
     assert web["Requires"] == ["agentd-db.service"] and "agentd-db.service" in web["After"]
     assert web["Restart"] == ["on-failure"] and web["Description"] == ["agentd unit web: the web front"]

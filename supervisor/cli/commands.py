@@ -239,14 +239,21 @@ def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
 @click.command(epilog="""\b
 Examples:
   agentd send web "run the tests and fix what fails"
-  agentd send web --no-enter "draft"   # typed, not submitted""")
+  agentd send web --no-enter "draft"   # typed, not submitted
+  agentd send web --raw $'\\x03'        # control keys, exactly as given (here Ctrl-C)""")
 @click.argument("unit")
 @click.argument("text")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
+@click.option("--raw", is_flag=True, help="type TEXT exactly, control characters included, and no Enter")
 @pass_app
-def send(app: AppContext, unit: str, text: str, no_enter: bool) -> None:
-    """Type TEXT (plus Enter) into UNIT's agent."""
-    result = client_call(app.settings, "send", unit=unit, text=text, enter=not no_enter)
+def send(app: AppContext, unit: str, text: str, no_enter: bool, raw: bool) -> None:
+    """Type TEXT (plus Enter) into UNIT's agent.
+
+    Control characters, escape sequences and paste delimiters in TEXT are
+    removed, and several lines go in as one bracketed paste, so what is typed
+    is one message and never a key press; --raw is the one way to type keys.
+    """
+    result = client_call(app.settings, "send", unit=unit, text=text, enter=not (no_enter or raw), raw=raw)
     assert isinstance(result, dict)
     if result.get("delivered") == "queued":
         click.echo(f"queued (position {result['position']}): {result['note']}")

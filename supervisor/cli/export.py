@@ -167,7 +167,7 @@ def run_unit(app: AppContext, unit: str, foreground: bool) -> None:
                                "(or use `agentd start UNIT` for the project's daemon)")
     _load(app, unit)
     settings = app.settings.model_copy(update={"only_units": (unit,), "state_dir": app.settings.run_unit_state(unit)})
-    from ..daemon.arbiter import run_daemon
+    from ..daemon.daemonize import run_daemon
     from ..daemon.pidfile import AlreadyRunning
 
     try:
