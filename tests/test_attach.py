@@ -190,7 +190,9 @@ SIZER = (
 
 
 def test_window_size_and_its_changes_reach_the_agent(project: Project, viewers: list[pexpect.spawn]) -> None:
-    project.unit("sizer", f"[agent]\ncommand = {json.dumps(['python', '-c', SIZER])}\nrows = 40\ncols = 120\n")
+    # no wakeup: each line typed into the sizer would print a size of its own
+    project.unit("sizer", f"[agent]\ncommand = {json.dumps(['python', '-c', SIZER])}\nrows = 40\ncols = 120\n"
+                          "[wakeup]\non_start = false\n[checkpoint]\nenabled = false\n")
     project.agentd("start")
     project.wait_state("sizer", "running")
     wait_until(lambda: "sizer ready" in project.transcript("sizer"), TIMEOUT, what="the sizer")

@@ -145,7 +145,7 @@ def test_scheduled_start_and_stop(project: Project) -> None:
                       schedule='start = "0,20,40 * * * * *"\nstop = "10,30,50 * * * * *"\ngrace = 0')
     project.agentd("start")
     row = project.unit_status("night")
-    assert row["state"] == "inactive" and row["schedule"]["start"] and row["schedule"]["stop"]
+    assert row["schedule"]["start"] and row["schedule"]["stop"]
 
     def stopped_after_a_start() -> list[dict] | None:
         states = [e for e in project.events("unit_state", "night")]
@@ -157,6 +157,9 @@ def test_scheduled_start_and_stop(project: Project) -> None:
 
     inactive = wait_until(stopped_after_a_start, 90, what="a scheduled start, then a scheduled stop")
     assert inactive[0]["reason"] == "scheduled stop"
+    # not enabled: only the schedule ever started it (never the daemon's own start)
+    starts = [e["reason"] for e in project.events("unit_state", "night") if e["new"] == "starting"]
+    assert starts and all(r == "scheduled start" for r in starts), starts
     record = next(r for r in project.history("night") if r["trigger"] == "stop")
     assert record["outcome"] == "stopped"
     fired = [(e["action"], e["missed"]) for e in project.events("schedule_fired", "night")]
