@@ -1,4 +1,4 @@
-"""Let another engine own each agent: ``agentd export systemd UNIT`` and ``agentd run-unit UNIT``.
+"""Let another engine own each agent: ``agentd export systemd UNIT``, ``agentd run-unit UNIT``, ``agentd export k8s``.
 
 ``export systemd UNIT`` prints a systemd service for one unit: systemd starts
 ``agentd run-unit UNIT --foreground``, a daemon of its own that loads only that
@@ -7,7 +7,8 @@ unit (the ``only_units`` setting) and keeps its state apart
 several such services and the project's own daemon never share a pidfile or
 an ``agents.json``.  ``Restart=``, ``RestartSec=``, the start limits and
 ``TimeoutStopSec=`` come from the unit file; ``TimeoutStopSec=`` follows the
-rule of :mod:`supervisor.config.stopbudget`.
+rule of :mod:`supervisor.config.stopbudget`.  ``export k8s`` (Kubernetes, one pod
+per module) lives in :mod:`.export_k8s`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .context import AppContext, pass_app
+from .export_k8s import export_k8s
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
@@ -124,9 +126,10 @@ def _load(app: AppContext, unit: str) -> UnitSpec:
 @click.group(epilog="""\b
 Examples:
   agentd export systemd web > /etc/systemd/system/agentd-web.service
-  agentd export systemd --user web > ~/.config/systemd/user/agentd-web.service""")
+  agentd export systemd --user web > ~/.config/systemd/user/agentd-web.service
+  agentd export k8s --image registry.example/agentd:1 > agentd.yaml""")
 def export() -> None:
-    """Print a unit as another engine's service definition (systemd)."""
+    """Print units as another engine's definitions (systemd services, Kubernetes manifests)."""
 
 
 @export.command("systemd", epilog="""\b
@@ -147,6 +150,9 @@ def export_systemd(app: AppContext, unit: str, user: bool) -> None:
         click.echo(render_service(spec, app.settings, agentd_argv(), app.config_path, user), nl=False)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+export.add_command(export_k8s)
 
 
 @click.command("run-unit", epilog="""\b

@@ -74,13 +74,15 @@ def refuse_cycles(specs: dict[str, UnitSpec]) -> tuple[dict[str, UnitSpec], list
     return {n: s for n, s in specs.items() if n not in in_cycle}, errors
 
 
-def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None
+def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None, *, commands: bool = True
                        ) -> tuple[dict[str, UnitSpec], list[UnitError]]:
     """The units the daemon would run, and every refusal with its file and reason.
 
     ``only``: just these units (``agentd run-unit``); other unit files' errors are not reported.
+    ``commands=False``: the agents' programs are not looked up on this machine's PATH (they run
+    elsewhere: ``agentd export k8s``).
     """
-    specs, errors = load_units(units_dir, root)
+    specs, errors = load_units(units_dir, root if commands else None)
     if only is not None:
         errors = [e for e in errors if e.path.name.removesuffix(".toml") in only]
         specs = {n: s for n, s in specs.items() if n in only}

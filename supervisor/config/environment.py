@@ -1,7 +1,9 @@
 """The environment an agent starts with.
 
-The daemon's own environment (less agentd's settings variables), then the
-unit's ``[agent] env``, then what agentd tells every agent about itself:
+The daemon's own environment (less agentd's settings variables, but with the
+memory sync's knobs :data:`MEMORY_SYNC_ENV`, meant for the agent's own
+``agentd decide``), then the unit's ``[agent] env``, then what agentd tells
+every agent about itself:
 
 ``AGENTD_UNIT``, ``AGENTD_MODULE``, ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the
 project root) and ``AGENTD_SOCKET`` (the control socket), so that ``agentd
@@ -16,9 +18,13 @@ from collections.abc import Mapping
 from .settings import ENV_PREFIX, Settings
 from .units import UnitSpec, agent_path
 
+#: ``AGENTD_SYNC=after-decision`` and where to (supervisor.memory.sync): kept for the agents, whose
+#: ``agentd decide`` and MCP ``log_decision`` read them (a pod's daemon gets them from its manifest).
+MEMORY_SYNC_ENV = ("AGENTD_SYNC", "AGENTD_SYNC_REMOTE", "AGENTD_SYNC_BRANCH")
+
 
 def agent_environment(spec: UnitSpec, settings: Settings, session_id: str, base: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith(ENV_PREFIX)}
+    env = {k: v for k, v in base.items() if not k.startswith(ENV_PREFIX) or k in MEMORY_SYNC_ENV}
     env.setdefault("TERM", "xterm-256color")
     env.update(spec.agent.env)
     env["PATH"] = agent_path(env.get("PATH", ""))
