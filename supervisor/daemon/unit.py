@@ -335,7 +335,7 @@ class UnitSupervisor:
         self.talk.cancel_delivery()
         survivors = await driver.end(self.stop_timeout, graceful)
         if survivors:
-            log.warning("stop_timeout", unit=self.name, pids=[p.pid for p in survivors], timeout=self.stop_timeout)
+            log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
             self.last_exit = driver.exit
         driver.close()
