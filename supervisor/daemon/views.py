@@ -62,14 +62,22 @@ class ScopeUnits:
         self.units, self.root = units, root
 
     def candidates(self, now: float) -> list[Candidate]:
-        """The running units that could have made a change now."""
+        """The running units that could have made a change now (a fenced one only where its fence lets it write)."""
         found = []
         for unit in self.units.values():
             driver = unit.driver
             if driver is not None and unit.state in (UnitState.RUNNING, UnitState.CHECKPOINTING):
-                if (c := candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for)) is not None:
+                fence = driver.confined.fence
+                permits = (lambda rel, spec=fence.spec: spec.permits(self.root / rel)) if fence is not None else None
+                c = candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for, permits)
+                if c is not None:
                     found.append(c)
         return found
+
+    def rules(self, name: str) -> Candidate | None:
+        """The unit's rules (its scope, forbid and writable paths), running or not."""
+        unit = self.units.get(name)
+        return candidate(name, unit.spec, self.root, False, float("inf")) if unit is not None else None
 
     def offender(self, name: str) -> UnitSupervisor | None:
         return self.units.get(name)
