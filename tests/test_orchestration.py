@@ -12,6 +12,8 @@ from tests.test_continuity import history, sessions_inputs
 
 def fake(project: Project, name: str, *, unit: str = "", extra: str = "", scope: str = "", flags: tuple[str, ...] = ()) -> Path:
     inputs = project.root / f"{name}-inputs.jsonl"
+    inputs.touch()  # the test's record of what was typed: writable for a fenced agent, never its violation
+    scope += f'\nwritable = ["{inputs.name}"]'
     argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(inputs), *flags])
     project.unit(name, f"""
 [unit]
@@ -185,7 +187,7 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
     warn_in = root / "warner-inputs.jsonl"
     for name, d, mode in (("warner", "w1", "warn"), ("reverter", "w2", "revert"), ("stopper", "w3", "stop")):
         path = project.root / "units" / f"{name}.toml"
-        fake(project, name, scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"')
+        fake(project, name, scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"\nfence = "off"')  # the watcher
         path.write_text(path.read_text().replace("[agent]\n", f'[agent]\nworkdir = "{d}"\n', 1))
     project.agentd("start")
     for name in ("warner", "reverter", "stopper"):
