@@ -397,7 +397,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="JSON lines")
 @pass_app
 def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
-    """Scope violations seen by the scope guard (all units, or UNIT)."""
+    """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher
+    blamed, each with how it is known (kernel, watcher, ambiguous)."""
     import json
 
     from ..durable import read_jsonl
