@@ -278,7 +278,8 @@ class Project:
             "unit": "",
             "agent": f'command = {argv}\nprompt = "fake> $"',
             "restart": f"stop_timeout = {stop_timeout}",
-            "scope": "",
+            # the test's record of what the agent received: writable for an agent fenced to its scope
+            "scope": f'writable = ["{self.inputs_path(name).name}"]',
             "context": "",
             "checkpoint": "grace = 2" if cycle else "enabled = false",
             "wakeup": "" if cycle else "on_start = false",

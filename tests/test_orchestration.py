@@ -247,7 +247,7 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
     (root / ".agent" / "constraints.md").write_text("# Hard constraints\n\n- forbid: w1/migrations/**\n")
     for name, d, mode in (("warner", "w1", "warn"), ("reverter", "w2", "revert"), ("stopper", "w3", "stop")):
         project.fake_unit(name, cycle=True, restart=RESTART, agent=f'workdir = "{d}"',
-                          scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"')
+                          scope=f'paths = ["{d}/src/**"]\non_violation = "{mode}"\nfence = "off"')  # the watcher
     project.agentd("start")
     for name in ("warner", "reverter", "stopper"):
         project.wait_state(name, "running")

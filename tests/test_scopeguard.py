@@ -219,13 +219,17 @@ def cand(unit: str, wd: str = "", scope=(), forbid=(), busy=False, age=100.0) ->
 
 
 def test_attribution_by_working_directory() -> None:
-    a = cand("api", "services/api", ["services/api/**"])
-    w = cand("web", "web", ["web/**"])
+    a = cand("api", "services/api", ["services/api/**"], age=1.0)
+    w = cand("web", "web", ["web/**"], age=1.0)
     got = attribute("services/api/x.py", [a, w])
     assert got.unit == "api" and got.candidates == ["api"]
     # outside its own scope but only it runs there: still the one (a violation by web)
     assert attribute("web/x", [w, cand("root-idle", "services")]).unit == "web"
     assert attribute("x", []).unit is None
+    # the only unit there, but idle: a person's edit or a build, nobody is blamed
+    a.last_output_age = 300
+    got = attribute("services/api/x.py", [a, w])
+    assert got.unit is None and not got.suspect and "active" in got.why
 
 
 def test_attribution_prefers_the_active_unit_then_the_scope() -> None:
@@ -235,23 +239,40 @@ def test_attribution_prefers_the_active_unit_then_the_scope() -> None:
     b.last_output_age = 1.0  # both active now: the one allowed to change it
     got = attribute("web/x", [a, b])
     assert got.unit == "web", got.why
-    got = attribute("docs/x", [a, b])  # both active, neither allowed: ambiguous
-    assert got.unit is None and sorted(got.candidates) == ["api", "web"]
-    a.busy, b.last_output_age = False, 300  # both idle: scope decides
-    assert attribute("api/y", [a, b]).unit == "api"
-    c = cand("all", "", [], age=300)  # empty scope: may change anything
+    got = attribute("docs/x", [a, b])  # both active, neither allowed: ambiguous, suspect, nobody blamed
+    assert got.unit is None and got.suspect and sorted(got.candidates) == ["api", "web"]
+    c = cand("all", "", [], age=1.0)  # empty scope: may change anything
     got = attribute("api/y", [a, b, c])
-    assert got.unit is None and sorted(got.candidates) == ["all", "api"]
+    assert got.unit is None and not got.suspect and sorted(got.candidates) == ["all", "api"]
+    a.busy, b.last_output_age, c.last_output_age = False, 300, 300  # all idle: nobody is blamed
+    got = attribute("docs/x", [a, b, c])
+    assert got.unit is None and not got.suspect
 
 
-def test_attribution_when_nobody_runs_in_that_directory() -> None:
-    a = cand("api", "api", ["api/**"], age=300)
-    b = cand("web", "web", ["web/**"], age=300)
+def test_attribution_never_blames_outside_every_workdir_or_fence() -> None:
+    a = cand("api", "api", ["api/**"], busy=True)
+    b = cand("web", "web", ["web/**"], busy=True)
     got = attribute("docs/readme", [a, b])
-    assert got.unit is None and "none was active" in got.why
-    b.busy = True
-    assert attribute("docs/readme", [a, b]).unit == "web"
-    assert attribute("docs/readme", [a]).unit is None  # one idle unit elsewhere is not blamed
+    assert got.unit is None and not got.suspect and "outside every" in got.why
+    # two busy agents in one workdir: the fence tells who could have written it
+    fa = cand("auth", "", ["auth/**"], busy=True)
+    fm = cand("db", "", ["migrations/**"], busy=True)
+    assert attribute("migrations/001.sql", [fa, fm]).unit == "db"
+    fa.permits = lambda rel: rel.startswith("auth/")
+    fm.forbid = ["migrations/001.sql"]  # forbidden for db too, but the fence says auth could not have written it
+    got = attribute("migrations/001.sql", [fa, fm])
+    assert got.unit == "db", got.why
+    fm.permits = lambda rel: rel.startswith("migrations/") and rel != "migrations/001.sql"
+    got = attribute("migrations/001.sql", [fa, fm])  # nobody's fence lets them: a person's edit
+    assert got.unit is None and not got.suspect and "fence" in got.why
+
+
+def test_writable_paths_are_allowed_like_the_scope() -> None:
+    c = cand("web", "", ["web/**"], busy=True)
+    c.writable = ["build"]
+    assert check("build/out.js", c.allowed_paths, c.forbid, []) is None
+    assert check("other/x", c.allowed_paths, c.forbid, []) is not None
+    assert cand("all", "", []).allowed_paths == []  # an empty scope stays unrestricted
 
 
 def test_check() -> None:

@@ -288,6 +288,22 @@ class Adapter(ABC):
         context); ``wakeup`` is given when a meaning asks for it.  Default: nothing."""
         return None
 
+    def own_sandbox(self) -> str | None:
+        """The agent's own sandbox that its sessions keep (a short description such as
+        ``"codex workspace-write"``), or None when it runs without one.  agentd's kernel
+        fence cannot contain an agent that keeps a sandbox needing ``mount`` (bubblewrap),
+        so with ``[scope] fence = "auto"`` such a unit is watched instead
+        (:func:`supervisor.scope.fencing.decide_fence`).  Default: none."""
+        return None
+
+    def refused_writes(self, session: Session) -> list[str] | None:
+        """Paths whose writes the agent's own records show refused with ``EACCES`` since the last
+        call (a failed ``apply_patch`` or ``Edit``), as the agent named them; None when the adapter
+        keeps no such trail, and agentd reads "Permission denied" messages in the transcript
+        instead (:func:`supervisor.scope.allowset.denied_paths`).  agentd keeps those outside the
+        session's fence: each is a violation known with certainty.  Default: None."""
+        return None
+
     def state_dir(self, session_id: str) -> Path:
         """A private directory for this session's adapter files (under the state dir)."""
         path = self.settings.state_path / "sessions" / self.spec.name / session_id

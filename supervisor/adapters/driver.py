@@ -12,7 +12,10 @@ the rest of the supervisor holds on a running agent:
   (and for a person at an attached terminal to stop typing), never past a
   deadline and never after the agent exited;
 * :meth:`Driver.quit` types the adapter's quit keys and stops as soon as the
-  process is gone; :meth:`Driver.end` then ends its whole process tree.
+  process is gone; :meth:`Driver.end` then ends every process the session
+  started, through the daemon's containment (:mod:`supervisor.adapters.confine`:
+  its cgroup, or the subreaper's records), which also gives the session's CPU
+  and memory figures and, for a fenced session, the writes the kernel refused.
 
 The continuity cycle (:mod:`supervisor.continuity.cycle`) and the unit
 supervisor depend on this small surface only, so both are tested with a fake
@@ -30,11 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.environment import agent_environment
 from ..config.units import command_problem
-from ..session.process import ExitInfo, children_map, end_processes
+from ..session.cgroup import project_key
+from ..session.containment import Containment
+from ..session.process import ExitInfo
 from ..session.pty import Session, SpawnError, new_session_id
+from . import confine
 from .base import Adapter, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
+from .confine import Confined
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     import psutil
 
     from ..config.settings import Settings
@@ -55,6 +64,7 @@ class Driver:
     adapter: Adapter
     watcher: TurnWatcher
     launched: Launch
+    confined: Confined
     clock: Callable[[], float] = time.monotonic
     #: True while a person types in an attached terminal (agentd holds its own typing back).
     person_typing: Callable[[], bool] = field(default=_never)
@@ -112,12 +122,22 @@ class Driver:
         return self.session.reap()
 
     def record(self) -> dict[str, object]:
-        """What ``agents.json`` keeps of this session (pid, start time, group, tree)."""
-        return self.session.record()
+        """What ``agents.json`` keeps of this session (pid, start time, process group, cgroup, tree)."""
+        return {**self.session.record(), **self.confined.record()}
 
     def stats(self) -> tuple[float, int]:
-        """CPU seconds and RSS bytes of the live tree (blocking)."""
-        return self.session.stats()
+        """CPU seconds and memory bytes of everything the session ran (blocking: the cgroup or /proc)."""
+        usage = self.confined.usage()
+        return usage.cpu_seconds, usage.memory_bytes
+
+    @property
+    def fenced(self) -> bool:
+        """True when the kernel fence holds the session's writes to its scope."""
+        return self.confined.fenced
+
+    def refusals(self) -> list[Path]:
+        """Writes the fence refused since the last call, as absolute paths, each once (blocking)."""
+        return self.confined.refusals(self.session, self.adapter)
 
     def send_raw(self, data: bytes) -> None:
         """Bytes to the terminal as they are (``agentd send --raw``)."""
@@ -218,46 +238,33 @@ class Driver:
                     return
                 await asyncio.sleep(poll)
 
-    def tree(self, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:
-        """Record the session's process tree now (blocking: walks /proc); return the live members."""
-        return self.session.refresh_tree(children_of)
-
-    async def end(self, timeout: float, graceful: bool) -> list[psutil.Process]:
-        """End the session: the adapter's quit keys when ``graceful``, then TERM to the whole tree,
-        wait ``timeout``, KILL.  Returns the processes that needed KILL.
-
-        The tree is recorded before anything is typed or signalled: once the
-        leader exits, its children are reparented and can no longer be found from it.
-        """
-        tree = await asyncio.to_thread(self.session.refresh_tree)
+    async def end(self, timeout: float, graceful: bool) -> list[int]:
+        """End the session: the adapter's quit keys when ``graceful``, then TERM to every process it
+        started (its cgroup, or what the subreaper found), wait ``timeout``, KILL, then whatever is left.
+        Returns the pids that needed KILL."""
         if graceful and not self.exited:
             await self.quit()
-        survivors = await end_processes(tree, timeout, pgid=self.session.pid, clock=self.clock)
+        ended = await self.confined.end(timeout)
         deadline = self.clock() + 10.0
         while self.session.reap() is None and self.clock() < deadline:
             await asyncio.sleep(0.02)
-        return survivors
+        return list(ended.killed)
 
     def leftovers(self) -> list[psutil.Process]:
-        """What of the recorded tree still runs (after the leader exited)."""
-        return self.session.alive_tree()
+        """What of the session still runs (after the leader exited; blocking)."""
+        return self.confined.processes()
 
-    async def end_leftovers(self, timeout: float) -> list[psutil.Process]:
-        """The leader is gone: end whatever of its recorded tree is still alive."""
-        left = self.leftovers()
-        if left:
-            await end_processes(left, timeout, pgid=self.session.pid, clock=self.clock)
-        return left
+    async def end_leftovers(self, timeout: float) -> list[int]:
+        """The leader is gone: end whatever the session left running, then release it."""
+        ended = await self.confined.end(timeout)
+        self.confined.release()
+        return list(ended.killed)
 
     def close(self) -> None:
+        """Close the PTY and the transcript; release the containment when nothing of the session is left."""
         self.session.close()
-
-
-def refresh_trees(drivers: list[Driver]) -> None:
-    """Record every running session's tree in one pass over /proc (blocking)."""
-    cmap = children_map()
-    for driver in drivers:
-        driver.tree(cmap)
+        if not self.confined.processes():
+            self.confined.release()
 
 
 def launch(
@@ -267,6 +274,7 @@ def launch(
     wakeup: str | None,
     loop: asyncio.AbstractEventLoop,
     *,
+    containment: Containment,
     clock: Callable[[], float] = time.monotonic,
     person_typing: Callable[[], bool] = _never,
     environ: Mapping[str, str] | None = None,
@@ -275,6 +283,8 @@ def launch(
 
     ``launched.first_input`` tells the caller whether the wakeup still has to be
     typed as the first message (it may already be in argv or a system prompt).
+    The session joins ``containment`` before its agent runs, and is fenced when
+    the unit gets the fence (:mod:`supervisor.adapters.confine`).
     """
     environ = os.environ if environ is None else environ
     root = settings.project_root
@@ -288,6 +298,7 @@ def launch(
     except (OSError, ValueError) as exc:
         raise SpawnError(f"cannot prepare the {spec.agent.kind} session: {exc}") from None
     env.update(launched.env)
+    planned = confine.plan(spec, settings, adapter, env, project_key(settings.state_path))
     try:
         session = Session(
             spec.name,
@@ -301,11 +312,12 @@ def launch(
             session_id=session_id,
         )
     except OSError as exc:  # the transcript files: EROFS, EMFILE, ENOSPC ...
+        planned.discard()
         raise SpawnError(f"cannot open the transcript under {settings.transcripts_path / spec.name}: "
                          f"{exc.strerror or exc}") from None
-    session.spawn()
+    confined = confine.spawn(session, spec, containment, planned)
     watcher = adapter.watcher(session)
     session.add_listener(watcher.feed)
     session.attach(loop)
-    return Driver(session, adapter, watcher, launched, clock=clock, person_typing=person_typing)
+    return Driver(session, adapter, watcher, launched, confined, clock=clock, person_typing=person_typing)
 

@@ -451,14 +451,15 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="JSON lines")
 @pass_app
 def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
-    """Scope violations seen by the scope guard (all units, or UNIT)."""
+    """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher
+    blamed, each with how it is known (kernel, watcher, ambiguous)."""
     import json
 
-    from tabulate import tabulate
-
     from ..durable import read_jsonl
+    from .render import render_violations
 
-    rows = [r for r in read_jsonl(app.settings.state_path / "violations.jsonl") if unit is None or r.get("unit") == unit]
+    rows = [r for r in read_jsonl(app.settings.state_path / "violations.jsonl")
+            if unit is None or r.get("unit") == unit or unit in (r.get("candidates") or [])]
     if as_json:
         for rec in rows:
             click.echo(json.dumps(rec))
@@ -466,8 +467,7 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no violations")
         return
-    click.echo(tabulate([[r["time"], r["unit"], r["path"], r["rule"], r["action"], r.get("done") or "-"] for r in rows],
-                        headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "DONE"]))
+    click.echo(render_violations(rows))
 
 
 @click.command(epilog="""\b

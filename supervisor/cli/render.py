@@ -1,6 +1,13 @@
-"""How the CLI shows things: durations, sizes, the status and history tables."""
+"""How the CLI shows things: durations, sizes, the status, history and violations tables.
+
+Every name that did not come from agentd itself (a path, a reason quoting
+one, an agent's exit text) is printed through :func:`~supervisor.visible.visible`:
+its escapes made visible, never raw.
+"""
 
 from __future__ import annotations
+
+from ..visible import visible
 
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
@@ -41,6 +48,12 @@ def status_note(row: dict) -> str:
     parts = [f"next {k} {v[:19].replace('T', ' ')}" for k, v in sched.items() if v]
     if row.get("violations"):
         parts.append(f"{row['violations']} violation(s)")
+    scope = row.get("scope")
+    if scope and not scope.startswith("fenced"):
+        parts.append(f"scope: {scope}")
+    limits = row.get("limits") or {}
+    if limits.get("unavailable"):
+        parts.append("limits unavailable: " + ", ".join(limits["unavailable"]))
     if row.get("queued_sends"):
         parts.append(f"{row['queued_sends']} queued")
     if row.get("next_restart_in") is not None:
@@ -50,14 +63,24 @@ def status_note(row: dict) -> str:
     if last:
         ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
         parts.append(f"last checkpoint {last['trigger']} {last['flush']}{ratio}")
-    return "; ".join(part for part in parts if part)
+    return visible("; ".join(part for part in parts if part))
+
+
+def scope_cell(scope: str | None) -> str:
+    """The SCOPE column: fenced, watched, or - (no session)."""
+    if not scope:
+        return "-"
+    return "fenced" if scope.startswith("fenced") else "watched"
 
 
 def render_status(result: dict) -> str:
     from tabulate import tabulate
 
     daemon = result["daemon"]
-    head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {daemon['project_root']}"
+    head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {visible(daemon['project_root'])}"
+    contained = daemon.get("containment")
+    if contained:
+        head += f"\ncontainment: {visible(contained['detail'])}; landlock: {visible(daemon.get('landlock', '-'))}"
     rows = []
     for row in result["units"]:
         ctx = row.get("context")
@@ -73,17 +96,19 @@ def render_status(result: dict) -> str:
                 row["pid"] or "-",
                 fmt_duration(row["uptime"]),
                 row["restarts"],
-                row["last_exit"] or "-",
+                visible(row["last_exit"] or "-"),
                 "-" if row["cpu_seconds"] is None else f"{row['cpu_seconds']:.1f}s",
-                fmt_bytes(row["rss_bytes"]),
+                fmt_bytes(row.get("memory_bytes", row["rss_bytes"])),
                 context,
+                scope_cell(row.get("scope")),
                 note,
             ]
         )
-    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "CONTEXT", "NOTE"])
+    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "MEM", "CONTEXT",
+                                    "SCOPE", "NOTE"])
     lines = [head, table if rows else "(no units)"]
     for err in result.get("errors", []):
-        lines.append(f"error: {err}")
+        lines.append(f"error: {visible(err)}")
     return "\n".join(lines)
 
 
@@ -102,8 +127,18 @@ def render_history(records: list[dict]) -> str:
             rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
             f"{ratio * 100:.1f}%" if ratio is not None else "-",
             rec.get("flush"),
-            rec.get("outcome"),
+            visible(rec.get("outcome")),
             f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
             steps,
         ])
     return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "STEPS"])
+
+
+def render_violations(records: list[dict]) -> str:
+    """``agentd violations``: one line per violation, paths and rules with their escapes made visible."""
+    from tabulate import tabulate
+
+    rows = [[visible(r.get("time", "-")), visible(r.get("unit") or "(" + ", ".join(r.get("candidates") or []) + "?)"),
+             visible(r.get("path", "")), visible(r.get("rule", "")), visible(r.get("action", "")),
+             visible(r.get("certainty") or "watcher"), visible(r.get("done") or "-")] for r in records]
+    return tabulate(rows, headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "CERTAINTY", "DONE"], disable_numparse=True)

@@ -66,6 +66,11 @@ class Settings(StatePaths, BaseSettings):
         default=None, gt=0,
         description="seconds the service manager gives agentd to stop (systemd TimeoutStopSec; "
                     "default: $TIMEOUT_STOP_USEC when set)")
+    containment: Literal["auto", "subreaper"] = Field(
+        default="auto", description="auto: a cgroup v2 group per session where one can be made, else the "
+                                    "subreaper; subreaper: never make cgroups")
+    cgroup_parent: Path | None = Field(
+        default=None, description="the cgroup v2 directory for the session groups (default: detected)")
 
     @field_validator("project_root")
     @classmethod

@@ -12,7 +12,9 @@ Sections::
 
     [unit]        description, enabled, after, requires
     [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols
-    [scope]       module, paths (globs), forbid (globs), shared (globs)
+    [scope]       module, paths (globs), forbid (globs), shared (globs), on_violation,
+                  fence (auto|on|off), writable (paths)
+    [resources]   memory_max, cpu_weight (cgroup limits, where available)
     [restart]     policy (no|on-failure|always), initial_delay, max_delay, multiplier,
                   reset_after, burst, interval, stop_timeout
     [wakeup]      command (argv list, optional), budget (tokens), on_start
@@ -36,6 +38,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .resources import ResourcesSection
 
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -136,6 +140,8 @@ class ScopeSection(_Section):
     forbid: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()
     on_violation: Literal["warn", "revert", "stop"] = "warn"
+    fence: Literal["auto", "on", "off"] = "auto"  # the kernel fence (supervisor.scope.fencing)
+    writable: tuple[str, ...] = ()  # more paths the fenced agent may write (project-relative, absolute or ~)
 
     @field_validator("module")
     @classmethod
@@ -259,6 +265,7 @@ class UnitSpec(_Section):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
     codex: CodexSection = Field(default_factory=CodexSection)
+    resources: ResourcesSection = Field(default_factory=ResourcesSection)
 
     @model_validator(mode="after")
     def _module_defaults_to_name(self) -> UnitSpec:

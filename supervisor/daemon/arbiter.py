@@ -9,8 +9,9 @@ unit's reactions) or handles it itself (reload, shutdown).  Commands from the
 control socket call the same unit methods.
 
 The arbiter is also the units' :class:`~supervisor.daemon.unit.Runtime`:
-it launches sessions (:func:`supervisor.adapters.driver.launch`), runs
-tasks, persists ``agents.json`` and appends history records off the loop.
+it launches sessions (:func:`supervisor.adapters.driver.launch`) inside the
+daemon's containment (:mod:`supervisor.daemon.confinement`), runs tasks,
+persists ``agents.json`` and appends history records off the loop.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import structlog
 
 from .. import __version__
 from ..adapters.base import Adapter
-from ..adapters.driver import Driver, launch, refresh_trees
+from ..adapters.driver import Driver, launch
 from ..config.check import load_project_units
 from ..config.settings import Settings
 from ..continuity.cycle import ModuleMemory
@@ -37,9 +38,10 @@ from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
 from .commands import StatsSampler, command_table
+from .confinement import Confinement
 from .events import Event, FileChanged, Quit, Signal, TimerFired
 from .views import AttachUnits, ScopeUnits
-from .leftovers import AgentsFile, end_leftovers
+from .leftovers import AgentsFile, end_contained, end_leftovers
 from .lifecycle import RestartTracker, UnitState
 from .table import UnitTable
 from .reload import plan_reload
@@ -47,10 +49,6 @@ from .sdnotify import Notifier
 from .unit import ACTIVE, UnitSupervisor
 
 log = structlog.get_logger("agentd")
-
-#: Seconds between records of each agent's process tree (for cleanup after a
-#: crash of the agent or of the daemon; a stop always takes a fresh snapshot).
-TREE_REFRESH = 30.0
 
 
 class Arbiter:
@@ -69,11 +67,12 @@ class Arbiter:
         self._notifier = Notifier()
         self._scheduler: UnitScheduler | None = None
         self._scope = ScopeGuard(self.root, settings.state_path, ScopeUnits(self.units, self.root),
-                                 lambda rel: self.post(FileChanged(rel)), self.spawn, clock)
+                                 lambda rel: self.post(FileChanged(rel)), self.spawn, clock,
+                                 units_dir=settings.units_path)
+        self.confinement: Confinement | None = None  # chosen in run(), in the daemon process
         self._server: ControlServer | None = None
         self.started_wall = time.time()
         self._stats = StatsSampler(settings.status_interval, clock)
-        self._spawned_at: float | None = None  # a session started since the last tree record
         self._persist_due = False
         self._persist_lock = asyncio.Lock()
         self._shutdown: asyncio.Task[Any] | None = None
@@ -85,6 +84,8 @@ class Arbiter:
         loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             loop.add_signal_handler(sig, self._events.put_nowait, Signal(sig))
+        self.confinement = Confinement.discover(self.settings, self.spawn, self.clock)
+        await end_contained(self.confinement.containment, self.settings.state_path)
         await end_leftovers(self._agents, self.settings.state_path, self.root, self.settings.stop_timeout, self.clock)
         await asyncio.to_thread(self._ensure_store)
         self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
@@ -132,11 +133,13 @@ class Arbiter:
     def _reap(self) -> None:
         for unit in list(self.units.values()):
             unit.reap()
+        if self.confinement is not None:
+            self.confinement.reap()
 
     async def _ticker(self) -> None:
-        """Once a second: reap (a SIGCHLD may be coalesced), each unit's tick, watchdog, trees."""
+        """Once a second: reap (a SIGCHLD may be coalesced), each unit's tick, watchdog, the fence's refusals."""
         watchdog = self._notifier.watchdog_interval
-        last_ping = last_tree = 0.0
+        last_ping = 0.0
         while True:
             await asyncio.sleep(1.0)
             now = self.clock()
@@ -147,11 +150,9 @@ class Arbiter:
                 self._reap()
                 for unit in list(self.units.values()):
                     unit.watch.tick()
-                fresh = self._spawned_at is not None and now - self._spawned_at >= 2.0
-                if now - last_tree >= TREE_REFRESH or fresh:
-                    last_tree, self._spawned_at = now, None
-                    await self._refresh_trees()
-                elif self._persist_due:
+                if self.confinement is not None:
+                    await self.confinement.tick(list(self.units.values()), self._scope)
+                if self._persist_due:
                     await self.persist()
             except Exception as exc:  # noqa: BLE001 - one bad tick must not end supervision
                 log.error("tick_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
@@ -175,10 +176,9 @@ class Arbiter:
         return self._loop.call_later(delay, self._events.put_nowait, TimerFired(unit))
 
     def launch(self, unit: UnitSupervisor, wakeup: str | None) -> Driver:
-        assert self._loop is not None and unit.adapter is not None
+        assert self._loop is not None and unit.adapter is not None and self.confinement is not None
         driver = launch(unit.spec, self.settings, unit.adapter, wakeup, self._loop, clock=self.clock,
-                        person_typing=unit.talk.person_typing)
-        self._spawned_at = self.clock()  # record its tree soon: what it starts early counts too
+                        containment=self.confinement.containment, person_typing=unit.talk.person_typing)
         self._persist_due = True
         return driver
 
@@ -213,12 +213,6 @@ class Arbiter:
         self._persist_due = False
         async with self._persist_lock:
             await asyncio.to_thread(self._agents.write, self._agents.snapshot(self.units.values()))
-
-    async def _refresh_trees(self) -> None:
-        drivers = [u.driver for u in self.units.values() if u.driver is not None and not u.driver.exited]
-        if drivers:
-            await asyncio.to_thread(refresh_trees, drivers)
-        await self.persist()
 
     # ------------------------------------------------------------------ units
     def _ensure_store(self) -> None:
@@ -379,6 +373,8 @@ class Arbiter:
         log.info("daemon_stopping")
         self.units.stopping_all = True
         await self.stop_units(None, why="daemon shutdown", now=now)
+        if self.confinement is not None:
+            await self.confinement.shutdown(self.settings.stop_timeout)
         self._agents.remove()
         self._events.put_nowait(Quit())
 

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from .. import __version__
 from ..control.framing import ControlError
 from ..control.server import Command
-from ..session.process import children_map
 from .lifecycle import UnitState
 from .unit import UnitSupervisor
 
@@ -29,6 +28,7 @@ class Daemon(Protocol):
     load_errors: list[Any]
     settings: Any
     started_wall: float
+    confinement: Any  # daemon.confinement.Confinement (None before the daemon runs)
 
     async def start_units(self, names: list[str] | None) -> dict[str, str]: ...
     async def stop_units(self, names: list[str] | None, why: str = ..., now: bool = ...) -> dict[str, str]: ...
@@ -162,7 +162,9 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "next_restart_in": round(unit.next_start_at - now, 1) if unit.next_start_at else None,
         "reason": unit.reason,
         "cpu_seconds": round(unit.stats[0], 2) if driver else None,
-        "rss_bytes": unit.stats[1] if driver else None,
+        "rss_bytes": unit.stats[1] if driver else None,  # the session's memory (memory_source says which figure)
+        "memory_bytes": unit.stats[1] if driver else None,
+        **(driver.confined.status() if driver else {"scope": None}),
         "transcript_bytes": driver.transcript_bytes if driver else None,
         "enabled": unit.spec.unit.enabled,
         "module": unit.spec.module,
@@ -189,14 +191,16 @@ def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[
     settings = daemon.settings
     return {
         "daemon": {"pid": os.getpid(), "version": __version__, "uptime": round(time.time() - daemon.started_wall, 1),
-                   "project_root": str(settings.project_root), "units_dir": str(settings.units_path)},
+                   "project_root": str(settings.project_root), "units_dir": str(settings.units_path),
+                   **(daemon.confinement.status() if daemon.confinement is not None else {})},
         "units": rows,
         "errors": [str(e) for e in daemon.load_errors],
     }
 
 
 class StatsSampler:
-    """CPU and RSS of each agent's tree, sampled at most once per ``interval`` seconds."""
+    """CPU and memory of each session (its cgroup's figures, or its processes'), sampled at most once per
+    ``interval`` seconds."""
 
     def __init__(self, interval: float, clock: Callable[[], float]) -> None:
         self.interval, self.clock = interval, clock
@@ -210,11 +214,9 @@ class StatsSampler:
         self._at = now
 
         def collect() -> None:
-            cmap = children_map() if len(live) > 3 else None
             for unit in live:
                 driver = unit.driver
                 if driver is not None:
-                    driver.tree(cmap)
                     unit.stats = driver.stats()
 
         await asyncio.to_thread(collect)

@@ -3,21 +3,30 @@
 When the daemon dies, the last handle to each PTY master closes and the
 kernel sends SIGHUP to each agent's session, so most agents die with it.
 Agents that ignore SIGHUP, and anything they started in a new session, would
-survive; so the daemon keeps ``agents.json`` in the state directory: every
-running session's pid, start time, process group and recorded tree, plus the
-checkpoint in progress, if any.  The next daemon, before it starts any unit:
+survive.  The next daemon, before it starts any unit:
 
-1. finishes each interrupted checkpoint (an ``[auto]`` note when the agent
+1. ends everything left in the containment (:func:`end_contained`): in cgroup
+   mode every session group the crashed daemon left below the project's
+   parent group (every descendant was born inside, ``setsid`` or not); in
+   subreaper mode every process whose environment names this project
+   (``AGENTD_ROOT``); and removes the private temp directories of the
+   fenced sessions;
+2. reads ``agents.json`` (every running session's pid, start time, process
+   group and recorded tree, plus the checkpoint in progress, if any) and
+   finishes each interrupted checkpoint (an ``[auto]`` note when the agent
    had not written its own), so nothing the cycle owed is lost;
-2. ends whatever of the recorded processes still runs (checked by start time,
+3. ends whatever of the recorded processes still runs (checked by start time,
    so a reused pid is never hit), through the one
-   :func:`~supervisor.session.process.end_processes`.
+   :func:`~supervisor.session.process.end_processes`: a second net for the
+   rare process step 1 cannot see.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +35,10 @@ import structlog
 
 from ..continuity.cycle import ModuleMemory, finish_interrupted
 from ..continuity.records import append_history
+from ..adapters.confine import tmp_prefix
 from ..durable import write_json
+from ..session.cgroup import project_key
+from ..session.containment import Containment
 from ..session.process import ProcessRecord, end_processes, group_members, live_tree
 from ..session.transcript import read_tail
 
@@ -66,6 +78,16 @@ class AgentsFile:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+async def end_contained(containment: Containment, state_dir: Path) -> list[str]:
+    """End what a crashed daemon left in the containment; remove its sessions' temp directories."""
+    ended = await containment.cleanup_leftovers()
+    if ended:
+        log.warning("containment_leftovers_ended", mode=containment.mode.value, ended=ended)
+    for stale in Path(tempfile.gettempdir()).glob(tmp_prefix(project_key(state_dir)) + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return ended
 
 
 async def end_leftovers(agents: AgentsFile, state_dir: Path, root: Path, timeout: float,

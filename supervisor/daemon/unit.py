@@ -121,18 +121,6 @@ class UnitSupervisor:
     def stop_timeout(self) -> float:
         return self.spec.restart.stop_timeout or self.rt.default_stop_timeout
 
-    # the scope guard's view of a unit (scope.guard.Offender)
-    def session_id(self) -> str | None:
-        return self.driver.session_id if self.driver else None
-
-    @property
-    def on_violation(self) -> str:
-        return self.spec.scope.on_violation
-
-    def warn(self, text: str) -> None:
-        """Tell the agent at its next turn end (a scope warning)."""
-        self.talk.queue(text)
-
     def reconfigure(self, spec: UnitSpec, adapter: Adapter | None) -> None:
         """New settings from a reload (the unit is stopped)."""
         self.spec, self.adapter = spec, adapter
@@ -349,7 +337,7 @@ class UnitSupervisor:
         self.talk.cancel_delivery()
         survivors = await driver.end(self.stop_timeout, graceful)
         if survivors:
-            log.warning("stop_timeout", unit=self.name, pids=[p.pid for p in survivors], timeout=self.stop_timeout)
+            log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
             self.last_exit = driver.exit
         driver.close()

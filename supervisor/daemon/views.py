@@ -55,6 +55,33 @@ class AttachUnits:
         return unit.talk.viewer(delta) if unit is not None else 0
 
 
+class Offender:
+    """A unit as the scope guard acts on it (``scope.guard.Offender``)."""
+
+    def __init__(self, unit: UnitSupervisor) -> None:
+        self.unit = unit
+        self.name = unit.name
+        self.on_violation = unit.spec.scope.on_violation
+
+    @property
+    def violations(self) -> int:
+        return self.unit.violations
+
+    @violations.setter
+    def violations(self, count: int) -> None:
+        self.unit.violations = count
+
+    def session_id(self) -> str | None:
+        return self.unit.driver.session_id if self.unit.driver else None
+
+    def warn(self, text: str) -> None:
+        """Tell the agent at its next turn end (never typed into a shell)."""
+        self.unit.talk.queue(text)
+
+    async def stop(self, why: str, checkpoint: bool = True) -> None:
+        await self.unit.stop(why, checkpoint)
+
+
 class ScopeUnits:
     """The units as the scope guard sees them."""
 
@@ -62,17 +89,26 @@ class ScopeUnits:
         self.units, self.root = units, root
 
     def candidates(self, now: float) -> list[Candidate]:
-        """The running units that could have made a change now."""
+        """The running units that could have made a change now (a fenced one only where its fence lets it write)."""
         found = []
         for unit in self.units.values():
             driver = unit.driver
             if driver is not None and unit.state in (UnitState.RUNNING, UnitState.CHECKPOINTING):
-                if (c := candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for)) is not None:
+                fence = driver.confined.fence
+                permits = (lambda rel, spec=fence.spec: spec.permits(self.root / rel)) if fence is not None else None
+                c = candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for, permits)
+                if c is not None:
                     found.append(c)
         return found
 
-    def offender(self, name: str) -> UnitSupervisor | None:
-        return self.units.get(name)
+    def rules(self, name: str) -> Candidate | None:
+        """The unit's rules (its scope, forbid and writable paths), running or not."""
+        unit = self.units.get(name)
+        return candidate(name, unit.spec, self.root, False, float("inf")) if unit is not None else None
+
+    def offender(self, name: str) -> Offender | None:
+        unit = self.units.get(name)
+        return Offender(unit) if unit is not None else None
 
     def restricts(self) -> bool:
         return any(u.spec.scope.paths or u.spec.scope.forbid for u in self.units.values())

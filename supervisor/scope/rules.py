@@ -7,8 +7,9 @@ a file or a whole directory.
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,13 +60,24 @@ def forbid_globs_from_constraints(text: str) -> list[str]:
     return out
 
 
+class Certainty(str, enum.Enum):
+    """How a violation is known (``certainty`` in ``violations.jsonl``)."""
+
+    KERNEL = "kernel"  # the fence refused the write: the agent's own trail shows EACCES
+    WATCHER = "watcher"  # a change seen on disk that exactly one active agent could have made
+    AMBIGUOUS = "ambiguous"  # several active agents could have made it, none may: the operator is told, no one else
+
+
 @dataclass
 class Candidate:
     """A running unit that could have made a change.
 
     ``workdir_rel`` is its session's working directory relative to the project
     root ("" or "." for the root itself); ``busy`` means mid-turn;
-    ``last_output_age`` is seconds since its agent last printed anything.
+    ``last_output_age`` is seconds since its agent last printed anything;
+    ``writable`` its ``[scope] writable`` paths inside the project (allowed
+    like its scope); ``permits`` (for a fenced session) whether its processes
+    can write a project path at all: one it cannot is never blamed on it.
     """
 
     unit: str
@@ -75,15 +87,28 @@ class Candidate:
     shared: list[str]
     busy: bool
     last_output_age: float
+    writable: list[str] = field(default_factory=list)
+    permits: Callable[[str], bool] | None = None
+
+    @property
+    def allowed_paths(self) -> list[str]:
+        """Its scope with its writable paths (an empty scope stays empty: everything)."""
+        scope = [g for g in self.scope if g.strip()]
+        return [*scope, *self.writable] if scope else []
 
 
 @dataclass
 class Attribution:
-    """Who made a change: ``unit`` (None when unknown), ``candidates`` (see :func:`attribute`), and why."""
+    """Who made a change: ``unit`` (None when unknown), ``candidates`` (see :func:`attribute`), and why.
+
+    ``suspect``: no single unit, but every candidate would break a rule with it
+    (a warning for the operator, never an action on an agent).
+    """
 
     unit: str | None
     candidates: list[str]
     why: str
+    suspect: bool = False
 
 
 #: Output within this many seconds counts as "active" for :func:`attribute`.
@@ -98,67 +123,65 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _allowed(path: str, c: Candidate) -> bool:
-    return check(path, c.scope, c.forbid, ()) is None
+    return check(path, c.allowed_paths, c.forbid, ()) is None
 
 
 def attribute(path: str, candidates: Sequence[Candidate], *, recent: float = RECENT_OUTPUT) -> Attribution:
-    """Attribute a change of ``path`` to one of the running units, or say it cannot.
+    """Attribute a change of ``path`` to exactly one running unit, or say why no unit is blamed.
 
-    The heuristic, in order:
+    The rules, in order:
 
-    1. The units whose session runs in a directory containing ``path`` (its
-       working directory is ``path``'s directory or an ancestor).  One such
-       unit: it is the one.  None: every running unit is considered instead,
-       but then only an *active* one (see 2) is ever blamed, since nobody runs
-       where the file is.
-    2. Among several, the *active* ones: busy (mid-turn), or with output
-       within ``recent`` seconds.  Exactly one active: it is the one.  None
-       active: all of them stay in the running.
-    3. Among those still several, the ones for which the change is allowed
-       (inside their scope, not forbidden): exactly one, it is the one.  So an
-       ambiguous change is never blamed on a unit it would be a violation for
-       when another unit was allowed to make it.
-    4. Otherwise: ambiguous, ``unit`` is None.
+    1. A fenced unit whose fence does not let it write ``path`` did not make
+       the change (the kernel would have refused it).
+    2. Only units whose session runs in a directory containing ``path`` (their
+       working directory is ``path``'s directory or an ancestor) may have made
+       it.  None: the change is outside every agent's working directory, and
+       never anyone's violation (a person's edit, a build).
+    3. Of those, only *active* ones: busy (mid-turn), or with output within
+       ``recent`` seconds.  None active: no agent is blamed (a change while
+       every agent there is idle is a person's or a build's).
+    4. Exactly one active: it is the one.
+    5. Several active: if some may make the change (inside their scope, not
+       forbidden), nobody is blamed (``unit`` is the one allowed when there
+       is exactly one); if none may, the change is ``suspect``: a violation
+       by one of them, not known which, so no action is taken on any agent
+       and the operator is told.
 
     ``candidates`` of the result names the units the choice was finally made
-    among (for an ambiguous result, every unit that may have made it).
+    among.
 
-    Limits: the kernel does not say which process wrote a file, so this is a
-    guess from where sessions run and when they were active.  A change a
-    person makes in a directory where exactly one agent runs is blamed on that
-    agent; two agents active in the same directory are told apart only by
-    their scopes; a write that lands seconds after a turn ended may still be
-    given to the unit that was busy then only if it printed within ``recent``.
+    Limits: without the fence, the kernel does not say which process wrote a
+    file, so a person's edit in a directory where exactly one agent runs
+    while that agent is mid-turn is still blamed on it (with the fence, only
+    an agent allowed to write the path can be blamed, and only for a forbid
+    glob the fence could not enforce).
     """
     if not candidates:
         return Attribution(None, [], "no unit is running")
-    pool = [c for c in candidates if _under(path, c.workdir_rel)]
-    where = "runs in a directory containing it"
-    nobody_here = not pool
-    if nobody_here:
-        pool = list(candidates)
-        where = "is running (none runs in a directory containing it)"
-    if len(pool) == 1 and not nobody_here:
-        c = pool[0]
-        return Attribution(c.unit, [c.unit], f"{c.unit} is the only unit whose session {where}")
+    able = [c for c in candidates if c.permits is None or c.permits(path)]
+    pool = [c for c in able if _under(path, c.workdir_rel)]
+    if not pool:
+        fenced = len(able) < len(candidates)
+        return Attribution(None, [], "outside every running agent's working directory"
+                           + (" (or outside their fences)" if fenced else ""))
     active = [c for c in pool if c.busy or c.last_output_age <= recent]
+    if not active:
+        return Attribution(None, [c.unit for c in pool],
+                           f"no agent running in a directory containing it was active ({', '.join(c.unit for c in pool)})")
     if len(active) == 1:
         c = active[0]
         how = "is mid-turn" if c.busy else f"printed {c.last_output_age:.1f}s ago"
-        return Attribution(c.unit, [c.unit], f"of the units whose session {where}, only {c.unit} {how}")
-    if nobody_here and not active:
-        return Attribution(None, [c.unit for c in pool], f"no unit runs in a directory containing {path}, and none was active")
-    pool = active or pool
-    allowed = [c for c in pool if _allowed(path, c)]
-    names = [c.unit for c in pool]
-    state = "active" if active else "idle"
+        others = "" if len(pool) == 1 else f" of the {len(pool)} units running in a directory containing it"
+        return Attribution(c.unit, [c.unit], f"only {c.unit}{others} {how}")
+    names = [c.unit for c in active]
+    allowed = [c for c in active if _allowed(path, c)]
     if len(allowed) == 1:
         c = allowed[0]
-        return Attribution(c.unit, [c.unit], f"{len(pool)} units were {state} ({', '.join(names)}); only {c.unit} may change {path}")
+        return Attribution(c.unit, [c.unit], f"{len(active)} units were active ({', '.join(names)}); only {c.unit} may change {path}")
     if allowed:
         names = [c.unit for c in allowed]
-        return Attribution(None, names, f"ambiguous: {', '.join(names)} were {state} and may all change {path}")
-    return Attribution(None, names, f"ambiguous: {', '.join(names)} were {state} and none may change {path}")
+        return Attribution(None, names, f"ambiguous: {', '.join(names)} were active and may all change {path}")
+    return Attribution(None, names, f"ambiguous: {', '.join(names)} were active and none may change {path}", suspect=True)
 
 
 @dataclass

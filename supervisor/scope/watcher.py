@@ -72,6 +72,7 @@ class ChangeWatcher:
         on_change: Callable[[str], None],
         ignore: Sequence[str] = DEFAULT_IGNORE,
         *,
+        ignore_paths: Sequence[str] = (),
         debounce: float = 0.2,
         max_delay: float = 1.0,
     ) -> None:
@@ -79,7 +80,9 @@ class ChangeWatcher:
         self._root = os.fspath(self.root)
         self.on_change = on_change
         self._ignore_names = frozenset(i.strip("/") for i in ignore if "/" not in i.strip("/"))
-        self._ignore_prefixes = tuple(i.strip("/") for i in ignore if "/" in i.strip("/"))
+        # ``ignore_paths``: paths from the root, with or without a '/' (agentd's state directory, units/)
+        self._ignore_prefixes = tuple(i.strip("/") for i in [*(i for i in ignore if "/" in i.strip("/")), *ignore_paths]
+                                      if i.strip("/"))
         self.debounce = debounce
         self.max_delay = max(max_delay, debounce)
         self._cond = threading.Condition()

@@ -118,6 +118,7 @@ class Containment(Protocol):
 
     mode: Mode
     detail: str  # for status: where the groups are, or why there are none
+    members: dict[str, Member]  # the sessions added and not yet released, by Member.name
 
     def add(self, unit: str, session_id: str, limits: Limits | None = None) -> Member: ...
     def child_step(self, member: Member) -> JoinStep | None: ...
@@ -320,10 +321,12 @@ class SubreaperContainment(_Base):
 
     mode = Mode.SUBREAPER
 
-    def __init__(self, project_root: Path, reason: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, project_root: Path, reason: str, *, marker: tuple[str, str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(clock)
         set_child_subreaper()
         self.project_root = Path(project_root)
+        self.marker = marker  # (variable, value) that tells this daemon's agents from another daemon's of the project
         self.reason = reason
         self.detail = f"subreaper (no cgroup: {reason})"
         self._sid = os.getsid(0)
@@ -426,7 +429,8 @@ class SubreaperContainment(_Base):
         return reaped
 
     async def cleanup_leftovers(self, timeout: float = 2.0) -> list[str]:
-        """End processes a crashed daemon left: any whose environment names this project (``AGENTD_ROOT``).
+        """End processes a crashed daemon left: any whose environment names this project (``AGENTD_ROOT``)
+        and carries the daemon's ``marker`` when one is set (``agentd run-unit`` runs one daemon per unit).
 
         The daemon itself, its ancestors and the current sessions' processes
         are spared.  Returns one ``pid (name)`` per process ended.
@@ -440,7 +444,8 @@ class SubreaperContainment(_Base):
             if proc.pid in spare:
                 continue
             try:
-                if running(proc) and proc.environ().get(ROOT_ENV) == target:
+                env = proc.environ() if running(proc) else {}
+                if env.get(ROOT_ENV) == target and (self.marker is None or env.get(self.marker[0]) == self.marker[1]):
                     found.append(proc)
             except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
                 continue
@@ -454,17 +459,22 @@ class SubreaperContainment(_Base):
 
 
 def discover(project_root: Path, *, cgroup_parent: Path | None = None, use_cgroup: bool = True,
+             instance: Path | None = None, marker: tuple[str, str] | None = None,
              clock: Callable[[], float] = time.monotonic) -> CgroupContainment | SubreaperContainment:
     """The containment for this daemon: a cgroup parent when one can be made, else the subreaper.
 
     Call once, in the daemon process, before the first spawn (the subreaper
     mode changes the calling process).  ``cgroup_parent`` skips detection;
-    ``use_cgroup=False`` forces the subreaper (an opt-out, or tests).
+    ``use_cgroup=False`` forces the subreaper (an opt-out, or tests).  Where
+    several daemons serve one project (``agentd run-unit``), ``instance`` (the
+    daemon's state directory) keys its parent group instead of the project,
+    and ``marker`` tells its agents apart in subreaper mode, so that one
+    daemon's start never ends another's sessions.
     """
     reason = "disabled by the settings"
     if use_cgroup:
         try:
-            return CgroupContainment(find_parent(project_root, given=cgroup_parent), clock=clock)
+            return CgroupContainment(find_parent(instance or project_root, given=cgroup_parent), clock=clock)
         except CgroupUnavailable as exc:
             reason = str(exc)
-    return SubreaperContainment(project_root, reason, clock=clock)
+    return SubreaperContainment(project_root, reason, marker=marker, clock=clock)

@@ -1,0 +1,122 @@
+"""The daemon's containment: chosen once at start, its leftovers ended, its orphans reaped, its refusals judged.
+
+:meth:`Confinement.discover` runs in the daemon process before any unit
+starts (the subreaper mode changes the calling process):
+:func:`supervisor.session.containment.discover` picks ``cgroup`` (a cgroup v2
+group per session) or ``subreaper``.  Each session then joins it in
+:func:`supervisor.adapters.driver.launch`, and :meth:`Driver.end
+<supervisor.adapters.driver.Driver.end>` ends it through it.  The arbiter
+calls:
+
+* :meth:`reap` on SIGCHLD (the subreaper's adopted orphans are collected, and
+  the sessions' trees recorded again, since an orphan was just made);
+* :meth:`tick` each second: the same reaping, and each fenced session's new
+  refusals handed to the scope guard (violations known with certainty);
+* :meth:`shutdown` last: whatever a stopped unit left is ended, the groups removed.
+
+The leftovers of a crashed daemon are ended by
+:func:`supervisor.daemon.leftovers.end_contained` before the ``agents.json`` pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from ..session.containment import Containment, Mode, discover
+from ..session.fence import availability
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config.settings import Settings
+    from .unit import UnitSupervisor
+
+log = structlog.get_logger("agentd")
+
+
+class Refusals(Protocol):
+    """Where the kernel's refusals go (the scope guard)."""
+
+    def refused(self, unit: str, paths: list[Path]) -> None: ...
+
+
+class Confinement:
+    """The containment of every session of this daemon (see the module doc)."""
+
+    def __init__(self, containment: Containment, spawn: Callable[[Coroutine[Any, Any, Any]], Any],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.containment = containment
+        self.spawn = spawn
+        self.clock = clock
+        self._refreshing = False
+
+    @classmethod
+    def discover(cls, settings: Settings, spawn: Callable[[Coroutine[Any, Any, Any]], Any],
+                 clock: Callable[[], float] = time.monotonic) -> Confinement:
+        """Pick the mode for this daemon (call once, in the daemon process, before any spawn)."""
+        containment = discover(settings.project_root, cgroup_parent=settings.cgroup_parent,
+                               use_cgroup=settings.containment == "auto", instance=settings.state_path,
+                               marker=("AGENTD_SOCKET", str(settings.socket_path)), clock=clock)
+        log.info("containment", mode=containment.mode.value, detail=containment.detail)
+        return cls(containment, spawn, clock)
+
+    @property
+    def mode(self) -> Mode:
+        return self.containment.mode
+
+    # ------------------------------------------------------------------ events
+    def reap(self) -> None:
+        """On SIGCHLD: collect adopted orphans and record the sessions' trees again (subreaper mode)."""
+        if self.mode is not Mode.SUBREAPER:
+            return
+        self._reap_orphans()
+        if not self._refreshing and self.containment.members:
+            self._refreshing = True
+            self.spawn(self._refresh())
+
+    def _reap_orphans(self) -> None:
+        for pid, info in self.containment.reap_orphans():
+            log.info("orphan_reaped", pid=pid, exit=info.describe())
+
+    async def _refresh(self) -> None:
+        members = list(self.containment.members.values())
+        try:
+            await asyncio.to_thread(lambda: [self.containment.processes(m) for m in members])
+        finally:
+            self._refreshing = False
+
+    async def tick(self, units: Iterable[UnitSupervisor], guard: Refusals) -> None:
+        """Each second: reap adopted orphans; hand each fenced session's new refusals to the guard."""
+        if self.mode is Mode.SUBREAPER:
+            self._reap_orphans()
+        fenced = [(u.name, u.driver) for u in units if u.driver is not None and u.driver.fenced]
+        if not fenced:
+            return
+        found = await asyncio.to_thread(lambda: [(name, driver.refusals()) for name, driver in fenced])
+        for name, paths in found:
+            if paths:
+                guard.refused(name, paths)
+
+    async def shutdown(self, timeout: float) -> None:
+        """End whatever the stopped sessions left, remove their groups, then the project's parent group."""
+        members = list(self.containment.members.values())
+        for member in members:
+            ended = await self.containment.end(member, timeout)
+            log.warning("containment_leftovers_ended", unit=member.unit, session=member.session_id,
+                        killed=list(ended.killed), empty=ended.empty)
+            try:
+                self.containment.release(member)
+            except OSError as exc:
+                log.error("containment_release_failed", unit=member.unit, error=str(exc))
+        self.containment.close()
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        """The daemon's ``containment`` and ``landlock`` lines in ``agentd status``."""
+        have = availability()
+        return {"containment": {"mode": self.mode.value, "detail": self.containment.detail},
+                "landlock": f"ABI {have.abi}" if have.available else f"unavailable: {have.reason}"}
