@@ -33,11 +33,10 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import commands, export, memory
+    from . import commands, export, memory, recall
 
-    for command in commands.COMMANDS:
+    for command in (*commands.COMMANDS, *memory.COMMANDS, *recall.COMMANDS):
         cli.add_command(command)
-    memory.register(cli)
     cli.add_command(export.export)
     cli.add_command(export.run_unit)
 

@@ -7,8 +7,10 @@ directory without it whenever the configuration is plain.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,7 @@ from ..config.paths import DEFAULT_STATE_DIR, ENV_PREFIX, PROJECT_ENV, Location,
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
+    from ..config.units import MemoryTarget, UnitSpec
 
 # Importing pydantic-settings and building the model costs ~0.25 s, most of
 # a short command such as `agentd status`; such commands only need the
@@ -143,3 +146,49 @@ def print_result(result: object) -> None:
     if isinstance(result, dict):
         for key, value in result.items():
             click.echo(f"{key}: {value}")
+
+
+# ---------------------------------------------------------------- for the memory commands
+@contextlib.contextmanager
+def memory_errors() -> Iterator[None]:
+    """Turn the memory library's errors into one-line CLI errors."""
+    from ..memory import LineError, StoreError
+
+    try:
+        yield
+    except (StoreError, LineError, ValueError, RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def current_settings() -> Settings:
+    """The settings of the running ``agentd`` command."""
+    app = click.get_current_context().find_object(AppContext)
+    if app is None:  # pragma: no cover - only when called outside the agentd group
+        raise click.ClickException("internal: no agentd context")
+    return app.settings
+
+
+def project_root() -> Path:
+    return current_settings().project_root
+
+
+def unit_spec(name: str) -> UnitSpec:
+    """Unit ``name``'s spec, or a one-line error naming the file and the problem."""
+    from ..config.units import load_unit
+
+    try:
+        return load_unit(current_settings().units_path, name)
+    except Exception as exc:  # noqa: BLE001 - UnitLoadError names the file and the problem
+        raise click.ClickException(f"unit {name!r}: {exc}") from None
+
+
+def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()) -> MemoryTarget:
+    """The module rule (:func:`supervisor.config.units.memory_target`), with CLI errors."""
+    from ..config.units import memory_target
+
+    if global_ and module:
+        raise click.UsageError("--module and --global exclude each other")
+    try:
+        return memory_target(current_settings().units_path, os.environ, module, global_, scope)
+    except Exception as exc:  # noqa: BLE001 - a unit file that cannot be loaded
+        raise click.ClickException(f"unit {os.environ.get('AGENTD_UNIT')!r}: {exc}") from None

@@ -10,67 +10,15 @@ else the global log.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
 
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """Turn library errors into one-line CLI errors."""
-    from ..memory import LineError, StoreError
-
-    try:
-        yield
-    except (StoreError, LineError, ValueError, RuntimeError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+from .context import current_settings, memory_errors, project_root, resolve_target, unit_spec
 
 
-def _settings():  # -> Settings (imported lazily to avoid a cycle with cli.py)
-    from .context import AppContext
-
-    app = click.get_current_context().find_object(AppContext)
-    if app is None:  # pragma: no cover - only when called outside the agentd group
-        raise click.ClickException("internal: no agentd context")
-    return app.settings
-
-
-def _root() -> Path:
-    return _settings().project_root
-
-
-def _unit(name: str):  # -> UnitSpec
-    from ..config.units import load_unit
-
-    try:
-        return load_unit(_settings().units_path, name)
-    except Exception as exc:  # noqa: BLE001 - UnitLoadError names the file and the problem
-        raise click.ClickException(f"unit {name!r}: {exc}") from None
-
-
-def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()):  # -> MemoryTarget
-    """The module rule (:func:`supervisor.config.units.memory_target`), with CLI errors."""
-    from ..config.units import memory_target
-
-    if global_ and module:
-        raise click.UsageError("--module and --global exclude each other")
-    try:
-        return memory_target(_settings().units_path, os.environ, module, global_, scope)
-    except Exception as exc:  # noqa: BLE001 - a unit file that cannot be loaded
-        raise click.ClickException(f"unit {os.environ.get('AGENTD_UNIT')!r}: {exc}") from None
-
-
-def register(group: click.Group) -> None:
-    """Add the memory commands to the ``agentd`` group."""
-    from .recall import note, fact, promote, recall_cmd, wakeup_cmd
-
-    for command in (init, decide, note, fact, promote, recall_cmd, wakeup_cmd, snapshot, doctor, mcp_cmd, task, log_cmd,
-                    task_state, sync_cmd):
-        group.add_command(command)
 
 
 # init / decide / note ---------------------------------------------------------------
@@ -91,9 +39,9 @@ def init() -> None:
     from ..memory import AgentPaths, init_store
     from ..memory.scaffold import ignore_state_dir
 
-    settings = _settings()
+    settings = current_settings()
     root = settings.project_root
-    with _errors():
+    with memory_errors():
         created = init_store(root)
         ignored = ignore_state_dir(root, settings.state_path)
         example = write_example_unit(settings.units_path)
@@ -127,8 +75,8 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
     from ..memory import AgentPaths, record_decision
 
     target = resolve_target(module, global_, scope)
-    root = _root()
-    with _errors():
+    root = project_root()
+    with memory_errors():
         rec = record_decision(root, text, why, module=target.module, tags=tags, files=files,
                               alternatives=alternatives, scope_paths=target.scope)
     click.echo(f"{AgentPaths(root).rel(rec.path)}: {rec.line}")
@@ -150,7 +98,7 @@ def _tell_daemon(cmd: str, **args: object) -> object:
     from ..control.client import call
 
     socket_path = os.environ.get("AGENTD_SOCKET")
-    path = Path(socket_path) if socket_path else _settings().socket_path
+    path = Path(socket_path) if socket_path else current_settings().socket_path
     if not path.exists():
         return None
     try:
@@ -170,11 +118,11 @@ def task(unit: str, text: str) -> None:
     """Give UNIT a new task: its module's task file, a `task` decision, and the agent is told at its next turn end."""
     from ..memory import AgentPaths, record_decision, update_task_state
 
-    spec = _unit(unit)
+    spec = unit_spec(unit)
     module, scope = spec.module, list(spec.scope.paths)
-    root = _root()
+    root = project_root()
     paths = AgentPaths(root)
-    with _errors():
+    with memory_errors():
         update_task_state(paths, "(new task; not started yet)", task=text, module=module)
         rec = record_decision(root, f"task switch for {unit}: {text}",
                               f"because the operator gave {unit} a new task, so it works on that from now on",
@@ -199,8 +147,8 @@ def task_state(text: str, module: str | None, global_: bool) -> None:
     from ..memory import AgentPaths, update_task_state
 
     target = resolve_target(module, global_)
-    paths = AgentPaths(_root())
-    with _errors():
+    paths = AgentPaths(project_root())
+    with memory_errors():
         info = update_task_state(paths, text, module=target.module)
     click.echo(f"{paths.rel(paths.task(target.module))}: State at interruption: {info.state}")
 
@@ -217,8 +165,8 @@ def sync_cmd(remote: str, branch: str, retries: int) -> None:
     """Pull and push .agent/ through a git remote, on a branch of its own (never the working branch)."""
     from ..memory.sync import sync_memory
 
-    with _errors():
-        result = sync_memory(_root(), remote=remote, branch=branch, retries=retries)
+    with memory_errors():
+        result = sync_memory(project_root(), remote=remote, branch=branch, retries=retries)
     click.echo(result.describe(remote, branch))
 
 
@@ -235,7 +183,7 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
     from ..memory import AgentPaths
     from ..memory.decisions import Entry, iter_all, log_modules
 
-    paths = AgentPaths(_root())
+    paths = AgentPaths(project_root())
     wanted: list[str | None] = [None]
     if all_:
         wanted = list(dict.fromkeys([None, *log_modules(paths)]))
@@ -243,7 +191,7 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
         env_module = os.environ.get("AGENTD_MODULE")
         wanted += [m for m in (modules or ((env_module,) if env_module else ())) if m and m != "global"]
     entries: list[Entry] = []
-    with _errors():
+    with memory_errors():
         for module in wanted:
             entries.extend(e for e in iter_all(paths, module) if isinstance(e, Entry))
     if since:
@@ -276,8 +224,8 @@ def snapshot_show(ident: str, file: str | None) -> None:
     from ..memory import snapshots
     from ..memory.store import AgentPaths
 
-    paths = AgentPaths(_root())
-    with _errors():
+    paths = AgentPaths(project_root())
+    with memory_errors():
         if file:
             sys.stdout.buffer.write(snapshots.file_content(paths, ident, file))
             sys.stdout.flush()
@@ -294,7 +242,7 @@ def snapshot_list(limit: int) -> None:
     from ..memory import snapshots
     from ..memory.store import AgentPaths
 
-    paths = AgentPaths(_root())
+    paths = AgentPaths(project_root())
     for ident in reversed(snapshots.list_ids(paths)[-limit:]):
         data = snapshots.load(paths, ident) or {}
         kind = "complete" if data.get("complete", True) else "thinned"
@@ -319,7 +267,7 @@ def doctor(env: bool) -> None:
     if env:
         from .doctor_env import Status, diagnose_env
 
-        results = diagnose_env(_settings())
+        results = diagnose_env(current_settings())
         for result in results:
             click.echo(result.render())
         failed = sum(r.status is Status.FAIL for r in results)
@@ -329,7 +277,7 @@ def doctor(env: bool) -> None:
         return
     from ..memory.doctor import diagnose
 
-    findings = diagnose(_root())
+    findings = diagnose(project_root())
     for f in findings:
         click.echo(f.render())
     errors = sum(f.severity == "error" for f in findings)
@@ -345,5 +293,8 @@ def mcp_cmd() -> None:
     """Serve the memory tools to an agent over MCP on stdio."""
     from ..mcp_server import serve
 
-    settings = _settings()
+    settings = current_settings()
     serve(settings.project_root, settings.units_path)
+
+
+COMMANDS = (init, decide, snapshot, doctor, mcp_cmd, task, log_cmd, task_state, sync_cmd)

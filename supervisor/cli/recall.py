@@ -1,7 +1,7 @@
 """Memory commands that add to and read the store: note, fact, promote, recall, wakeup.
 
 The store's writing commands (init, decide, task, task-state, log, sync, snapshot,
-doctor, mcp) are in :mod:`supervisor.cli.memory`, with the helpers both share.
+doctor, mcp) are in :mod:`supervisor.cli.memory`; the helpers both use are in :mod:`supervisor.cli.context`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .memory import _errors, _root, _unit, resolve_target
+from .context import memory_errors, project_root, resolve_target, unit_spec
 
 
 @click.command(epilog="""\b
@@ -29,8 +29,8 @@ def note(text: str, kind: str | None, module: str | None, global_: bool) -> None
     if kind is None:
         raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
     target = resolve_target(module, global_)
-    with _errors():
-        n = append_note(_root(), text, kind, module=target.module)
+    with memory_errors():
+        n = append_note(project_root(), text, kind, module=target.module)
     click.echo(n.render())
 
 
@@ -55,8 +55,8 @@ def fact_add(text: str, module: str | None, source: str) -> None:
     from ..memory import add_fact
 
     target = resolve_target(module, False)
-    with _errors():
-        f = add_fact(_root(), target.module, text, source)
+    with memory_errors():
+        f = add_fact(project_root(), target.module, text, source)
     click.echo(f"{f.id} ({f.module}): {f.text} [source {f.source}, sha {f.sha}]")
 
 
@@ -69,8 +69,8 @@ def fact_check() -> None:
     from ..memory import facts as facts_mod
     from ..memory.store import AgentPaths
 
-    root = _root()
-    with _errors():
+    root = project_root()
+    with memory_errors():
         changes = check_facts(root)
         current = facts_mod.load_all(AgentPaths(root))
     for f, status in changes:
@@ -91,8 +91,8 @@ def fact_invalidate(fact_id: str, why: str) -> None:
     """Mark a fact invalid; it stays in the file with the reason."""
     from ..memory import invalidate
 
-    with _errors():
-        f = invalidate(_root(), fact_id, why)
+    with memory_errors():
+        f = invalidate(project_root(), fact_id, why)
     click.echo(f"{f.id} ({f.module}): invalid: {f.invalid_why}")
 
 
@@ -105,8 +105,8 @@ def fact_list(module: str | None) -> None:
     from ..memory import facts as facts_mod
     from ..memory.store import AgentPaths
 
-    with _errors():
-        items = facts_mod.load_all(AgentPaths(_root()))
+    with memory_errors():
+        items = facts_mod.load_all(AgentPaths(project_root()))
     for f in items:
         if module and f.module != module:
             continue
@@ -124,8 +124,8 @@ def promote(module: str | None) -> None:
     from ..memory import promote as promote_fn
 
     target = resolve_target(module, False)
-    with _errors():
-        new = promote_fn(_root(), target.module)
+    with memory_errors():
+        new = promote_fn(project_root(), target.module)
     for f in new:
         click.echo(f"{f.id} ({f.module}): {f.text}")
     click.echo(f"promoted {len(new)} note(s); engram.md now keeps only open hypotheses")
@@ -149,8 +149,8 @@ def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, module
     """Search all decision epochs, facts and engram; newest first."""
     from ..memory import recall
 
-    with _errors():
-        hits = recall(_root(), words, tag=tag, path=path, modules=modules,
+    with memory_errors():
+        hits = recall(project_root(), words, tag=tag, path=path, modules=modules,
                       kinds=kinds or ("decision", "fact", "engram"), limit=limit)
     for hit in hits:
         click.echo(hit.render())
@@ -176,22 +176,25 @@ def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], bud
     """Print the wakeup briefing for a unit or module."""
     from ..continuity.wakeup import DEFAULT_BUDGET, DEFAULT_DECISIONS, build_wakeup, unit_wakeup
 
-    root = _root()
+    root = project_root()
     if unit:
         if module:
             raise click.UsageError("give a UNIT or --module, not both")
-        spec = _unit(unit)
+        spec = unit_spec(unit)
         if not scope and budget is None and decision_count == DEFAULT_DECISIONS:
-            with _errors():  # exactly what the daemon gives the unit's next session
+            with memory_errors():  # exactly what the daemon gives the unit's next session
                 click.echo(unit_wakeup(spec, root).text, nl=False)
             return
         module_name, globs, budget = spec.module, list(scope) or list(spec.scope.paths), budget or spec.wakeup.budget
     else:
         target = resolve_target(module, False, scope)
         module_name, globs = target.module, list(target.scope)
-    with _errors():
+    with memory_errors():
         w = build_wakeup(root, module_name, globs, budget or DEFAULT_BUDGET, decision_count=decision_count)
     click.echo(w.text, nl=False)
 
 
 # snapshots --------------------------------------------------------------------------
+
+
+COMMANDS = (note, fact, promote, recall_cmd, wakeup_cmd)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -29,16 +29,39 @@ from ..continuity.wakeup import Wakeup, unit_wakeup
 from .lifecycle import UnitState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..adapters.base import ContextFigure
     from ..adapters.driver import Driver
-    from .unit import UnitSupervisor
+    from ..config.units import UnitSpec
+    from .runtime import Runtime
 
 log = structlog.get_logger("agentd")
+
+
+class Speaker(Protocol):
+    """The unit, as its conversation sees it (:class:`~supervisor.daemon.unit.UnitSupervisor`)."""
+
+    name: str
+    spec: UnitSpec
+    rt: Runtime
+    state: UnitState
+    driver: Driver | None
+    adapter: Any
+    activity: str | None
+    wakeup_state: str | None
+    context: ContextFigure | None
+    last_cycle: dict[str, Any] | None
+
+    @property
+    def busy(self) -> bool: ...
+    @property
+    def delivering(self) -> bool: ...
+    def checkpoint_now(self, trigger: Trigger) -> None: ...
 
 
 class Conversation:
     """The unit's typing queue, its people at attached terminals, and the agent's own events."""
 
-    def __init__(self, unit: UnitSupervisor) -> None:
+    def __init__(self, unit: Speaker) -> None:
         self.unit = unit
         self.sends: deque[str] = deque()
         self.viewers = 0

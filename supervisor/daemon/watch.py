@@ -10,7 +10,7 @@ next queued message.  The unit carries it out.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -19,13 +19,40 @@ from ..schedule import UsageScanner
 from .lifecycle import UnitState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .unit import UnitSupervisor
+    from ..adapters.base import ContextFigure
+    from ..adapters.driver import Driver
+    from ..config.units import UnitSpec
+    from ..schedule import UsageLimit
+    from .conversation import Conversation
+    from .runtime import Runtime
 
 log = structlog.get_logger("agentd")
 
 
+class Watched(Protocol):
+    """The unit, as its watch sees it (:class:`~supervisor.daemon.unit.UnitSupervisor`)."""
+
+    name: str
+    spec: UnitSpec
+    rt: Runtime
+    state: UnitState
+    driver: Driver | None
+    context: ContextFigure | None
+    failure: str | None
+    talk: Conversation
+
+    @property
+    def busy(self) -> bool: ...
+    @property
+    def delivering(self) -> bool: ...
+    def limit_hit(self, limit: UsageLimit) -> None: ...
+    def end_failed(self, reason: str) -> None: ...
+    def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = ..., deadline: float | None = ...) -> None: ...
+    async def stop(self, why: str, checkpoint: bool = ...) -> Any: ...
+
+
 class SessionWatch:
-    def __init__(self, unit: UnitSupervisor) -> None:
+    def __init__(self, unit: Watched) -> None:
         self.unit = unit
         self.usage = UsageScanner()
         self.run_started_at: float | None = None  # when this run began (respawns do not reset it)
