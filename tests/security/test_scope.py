@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import Project, wait_until
-from tests.test_continuity import sessions_inputs
+from tests.conftest import Project, session_inputs, wait_until
 
 
 def agent(project: Project, name: str, *, workdir: str = ".", scope: str = "", fence: str = "auto",
@@ -179,7 +178,7 @@ def test_output_logged_inside_the_project_makes_no_warning_loop(project: Project
         str(root / "agent.log"), str(stop)])
     try:
         project.agentd("send", "web", "work 5")  # the agent is active while the file keeps changing
-        typed = lambda: [m for s in sessions_inputs(inputs) for m in s if "agent.log" in m]  # noqa: E731
+        typed = lambda: [m for s in session_inputs(inputs) for m in s if "agent.log" in m]  # noqa: E731
         wait_until(typed, 30, what="the warning typed into web")
         size = (root / "agent.log").stat().st_size
         project.agentd("send", "web", "work 5")  # more output, more changes of agent.log while web is active
