@@ -16,7 +16,6 @@ import psutil
 import pytest
 
 from tests.conftest import Project, alive, clean_env, wait_until
-from tests.test_daemon import grandchildren
 
 MODES = ("cgroup", "subreaper")
 
@@ -35,7 +34,7 @@ def _late_grandchild(project: Project, count: int = 1) -> psutil.Process:
     """Start a setsid grandchild once the session is more than 2 s old; its process."""
     wait_until(lambda: (project.unit_status("u") or {}).get("uptime", 0) > 2.5, 30, what="a session older than 2 s")
     project.agentd("send", "u", "spawn-setsid")
-    pid = grandchildren(project, "u", count)[-1]
+    pid = project.grandchildren("u", count)[-1]
     proc = psutil.Process(pid)
     assert os.getsid(pid) == pid, "precondition: the grandchild runs in a session of its own"
     return proc
