@@ -266,12 +266,12 @@ class Project:
         """A unit running the fake agent, which logs every message it gets to :meth:`inputs_path`.
 
         ``sections`` add lines to a section: ``unit``, ``agent``, ``restart``,
-        ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``.  The
+        ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``, ``resources``.  The
         agent's idle prompt is ``fake> ``.  Without ``cycle`` the continuity
         cycle is off (no wakeup typed at start, no checkpoints), so
         supervision tests see only supervision.
         """
-        unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule"}
+        unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule", "resources"}
         assert not unknown, f"fake_unit: unknown sections {sorted(unknown)}"
         argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(self.inputs_path(name)), *flags])
         body = {
@@ -284,6 +284,7 @@ class Project:
             "checkpoint": "grace = 2" if cycle else "enabled = false",
             "wakeup": "" if cycle else "on_start = false",
             "schedule": "",
+            "resources": "",
         }
         for key, lines in sections.items():
             body[key] = "\n".join(filter(None, [body[key], textwrap.dedent(lines).strip()]))

@@ -24,8 +24,8 @@ def _env(mode: str) -> dict[str, str]:
     return clean_env(AGENTD_CONTAINMENT="auto" if mode == "cgroup" else "subreaper")
 
 
-def _start(project: Project, mode: str, *flags: str, extra: str = "") -> dict:
-    project.fake_unit("u", *flags, extra=extra)
+def _start(project: Project, mode: str, *flags: str, **sections: str) -> dict:
+    project.fake_unit("u", *flags, **sections)
     project.agentd("start", env=_env(mode))
     return project.wait_state("u", "running")
 
@@ -51,7 +51,7 @@ def _gone(proc: psutil.Process) -> bool:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_status_shows_the_mode_and_each_units_cpu_and_memory(project: Project, mode: str) -> None:
-    row = _start(project, mode, extra="[resources]\nmemory_max = \"256M\"\ncpu_weight = 50\n")
+    row = _start(project, mode, resources='memory_max = "256M"\ncpu_weight = 50')
     status = project.status()
     assert status["daemon"]["containment"]["mode"] == mode
     row = project.unit_status("u")
