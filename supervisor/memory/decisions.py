@@ -1,8 +1,10 @@
 """The decision logs: record a decision (with its snapshot), read the latest ones, scan all.
 
 ``decisions.log`` is the global log, ``decisions-<module>.log`` a module's.
-When a live log holds :data:`EPOCH_SIZE` decisions it is renamed to the next
-``<stem>-epoch-N.log``; readers walk epochs backwards only as far as needed,
+When a live log holds :data:`EPOCH_SIZE` decisions, its oldest
+:data:`EPOCH_SIZE` lines move to the next ``<stem>-epoch-N.log`` and are cut
+from its top (the live log itself is never renamed nor deleted, see
+:func:`_maybe_roll`); readers walk epochs backwards only as far as needed,
 and :func:`iter_all` (recall, doctor) covers every epoch.
 
 Logs merged from two clones (union merges, see :mod:`.sync`) may hold a line
@@ -28,6 +30,7 @@ from .store import (
     AgentPaths,
     StoreError,
     append_line,
+    atomic_write,
     format_time,
     read_state,
     require_store,
@@ -211,25 +214,54 @@ def _reserve_snapshot_id(paths: AgentPaths, state: dict, when: datetime, module:
     return sid
 
 
-def _count_lines(path: Path) -> int:
-    count = 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            count += chunk.count(b"\n")
-    return count
+def _end_of_line(data: bytes, count: int) -> int:
+    """The offset just after the ``count``-th newline of ``data`` (which holds at least that many)."""
+    pos = -1
+    for _ in range(count):
+        pos = data.index(b"\n", pos + 1)
+    return pos + 1
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _maybe_roll(paths: AgentPaths, module: str | None) -> Path | None:
-    """Rename the live log to the next epoch once it holds EPOCH_SIZE lines (lock held)."""
+    """Move the live log's oldest EPOCH_SIZE lines to the next epoch while it holds that many (lock held).
+
+    The block is written to a new epoch file first, then the live log is
+    rewritten without it (both atomically); the live log is never renamed nor
+    deleted.  To git, a roll on one clone is then a new file and lines gone
+    from the top of ``decisions.log``, and the other clone's appends are lines
+    added at its bottom: the union merge keeps both, with no conflict, and
+    :mod:`.normalize` drops the rolled lines the union brings back.  (Renaming
+    the live log made git see a rename, which moved the other clone's new
+    lines into the epoch, or, when the other clone's log differed enough, a
+    modify/delete conflict on ``decisions.log``.)  Two clones that roll
+    different blocks into the same epoch number add one path twice; the union
+    merges that too, and readers count a repeated line once.
+
+    A roll cut short between its two writes left the block in both files;
+    the next roll finds the newest epoch equal to the block and only cuts it.
+    """
     log = paths.decisions(module)
-    if _count_lines(log) < EPOCH_SIZE:
-        return None
-    number = _latest_epoch(paths, module) + 1
-    target = paths.epoch(module, number)
-    os.rename(log, target)
-    state = read_state(paths)
-    state.setdefault("epochs", {})[paths.log_stem(module)] = number
-    write_state(paths, state)  # a cache for readers (see _latest_epoch)
+    data = _read_bytes(log) or b""
+    target = None
+    while data.count(b"\n") >= EPOCH_SIZE:
+        cut = _end_of_line(data, EPOCH_SIZE)
+        block, data = data[:cut], data[cut:]
+        number = _latest_epoch(paths, module)
+        if number == 0 or _read_bytes(paths.epoch(module, number)) != block:
+            number += 1
+            atomic_write(paths.epoch(module, number), block)
+            state = read_state(paths)
+            state.setdefault("epochs", {})[paths.log_stem(module)] = number
+            write_state(paths, state)  # a cache for readers (see _latest_epoch)
+        atomic_write(log, data)
+        target = paths.epoch(module, number)
     return target
 
 

@@ -49,7 +49,7 @@ def memory_fingerprint(root: Path, module: str | None) -> str:
     for path in files:
         h.update(_file_digest(path))
         h.update(b"\0")
-    # a roll renames the live log away; the state counters change with every decision
+    # a roll rewrites the live log without its oldest block; the state counters change with every decision
     h.update(_file_digest(paths.state))
     return h.hexdigest()
 

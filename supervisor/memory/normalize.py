@@ -1,9 +1,9 @@
 """Repair what a union merge of two clones' ``.agent/`` can leave behind (store lock held).
 
 A union merge never loses a line, but where one side rewrote a file (an
-epoch roll moved the live log away, ``promote`` archived notes, a fact's
-status changed) and the other appended next to it, the rewritten lines come
-back as well.  Readers already skip such repeats; this writes the files
+epoch roll cut its block from the top of the live log, ``promote`` archived
+notes, a fact's status changed) and the other appended next to it, the
+rewritten lines come back as well.  Readers already skip such repeats; this writes the files
 clean so they stay small and every clone ends with the same bytes:
 
 * a decision line that appears earlier in its log family (epochs oldest

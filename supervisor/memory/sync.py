@@ -18,6 +18,11 @@ One sync, under ``local/sync.lock`` (one sync per clone at a time):
    leave (:mod:`.normalize`); commit the result with both parents.  A file
    both sides rewrote (a task file, say) keeps this clone's version; the
    other side's stays in the history, and the result names the file.
+   Decision logs never get there: an epoch roll never renames nor deletes
+   the live log (:func:`.decisions._maybe_roll`), so git merges rolls and
+   appends by union; a decision log that git still reports as conflicted
+   (a history written by an older version, whose rolls renamed the log) is
+   resolved as the union of both sides' lines.
 3. ``git push`` the new commit.  A rejection (another clone pushed first)
    or a network error retries from 1 after a growing, jittered pause.
 
@@ -259,6 +264,44 @@ def _log_lines(paths: AgentPaths, stems: set[str]) -> dict[str, set[str]]:
     return out
 
 
+def _union_lines(*texts: bytes | None) -> bytes:
+    """The non-blank lines of the first text, then those of the next texts not seen yet, each ending in a newline."""
+    seen: set[bytes] = set()
+    out = []
+    for data in texts:
+        for line in (data or b"").split(b"\n"):
+            if line.strip() and line not in seen:
+                seen.add(line)
+                out.append(line + b"\n")
+    return b"".join(out)
+
+
+def _union_conflicted_logs(store: _Store, ours: dict[str, str], remote_tip: str, merged: dict[str, str],
+                           conflicted: set[str]) -> set[str]:
+    """Resolve the decision logs git reports as conflicted as the union of both sides' lines; return their paths.
+
+    A roll never renames nor deletes a live log, so this only meets histories
+    made by older versions, whose rolls renamed it: git then sees a rename or
+    a modify/delete.  Keeping this clone's version would drop the lines the
+    other clone appended; a decision log is a set of lines, so taking both
+    sides' loses nothing, and :mod:`.normalize` then drops the lines that an
+    epoch already holds.  ``merged`` is updated in place.
+    """
+    logs = {p for p in conflicted if p.rpartition("/")[0] == store.prefix
+            and _LOG_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", p.rpartition("/")[2]))}
+    if not logs:
+        return logs
+    theirs = store.entries(remote_tip)
+    contents = store.blobs(sorted({b for p in logs for b in (ours.get(p), theirs.get(p)) if b}))
+    for path in logs:
+        data = _union_lines(contents.get(ours.get(path, "")), contents.get(theirs.get(path, "")))
+        if data or path in ours:
+            merged[path] = store.git.out("hash-object", "-w", "--stdin", input=data)
+        else:
+            merged.pop(path, None)
+    return logs
+
+
 def _newest(lines: list[str], keep: int) -> list[str]:
     def key(line: str) -> tuple[str, str]:
         try:
@@ -300,11 +343,14 @@ def _merge_round(store: _Store, local_ref: str, remote_tip: str | None, host: st
                 lines = proc.stdout.decode().split("\n")
                 merged = store.entries(lines[0].strip())
                 conflicted = {ln for ln in lines[1:] if ln.strip()} if proc.returncode == 1 else set()
+            unioned = _union_conflicted_logs(store, ours, remote_tip, merged, conflicted)
+            conflicted -= unioned
             touched = {p for p in set(merged) | set(ours) if ours.get(p) != merged.get(p)}
             stems = {m.group(1) for p in touched if (m := _LOG_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", p.rsplit("/", 1)[-1])))}
             before = _log_lines(paths, stems)
             store.write_back(ours, merged, conflicted)
-            result.repaired = tuple(paths.rel(p) for p in normalize.normalize(paths))
+            repaired = {paths.rel(p) for p in normalize.normalize(paths)}
+            result.repaired = tuple(sorted(repaired | {paths.rel(store.git.top / p) for p in unioned}))
             after = _log_lines(paths, stems)
             result.received = {s: sorted(after[s] - before[s]) for s in stems if after[s] - before[s]}
             result.kept_ours = tuple(sorted(p[len(store.prefix) + 1:] for p in conflicted))

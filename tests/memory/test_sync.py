@@ -18,57 +18,17 @@ from supervisor.memory import (
     append_note,
     decisions,
     facts,
-    init_store,
     invalidate,
     record_decision,
     snapshots,
     update_task_state,
 )
 from supervisor.memory.sync import SyncError, read_record, sync_memory
-from supervisor.memory.tail import all_lines
 
-from .conftest import T0, git
+from .conftest import T0, family_lines, git, no_conflict_markers
 
 WHY = "because two hosts decide at once, so nothing may be lost"
 PROJECT = str(Path(__file__).resolve().parents[2])
-
-
-def _clone(bare: Path, dest: Path) -> Path:
-    git(bare.parent, "clone", "-q", "-b", "main", str(bare), str(dest))
-    git(dest, "config", "user.email", "t@example.com")
-    git(dest, "config", "user.name", "t")
-    return dest
-
-
-@pytest.fixture
-def clones(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A bare remote and two clones of a project whose .agent/ was initialised and committed."""
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    seed = tmp_path / "seed"
-    (seed / "src").mkdir(parents=True)
-    (seed / "src" / "m.py").write_text("m = 1\n")
-    git(tmp_path, "init", "-q", "-b", "main", str(seed))
-    git(seed, "config", "user.email", "t@example.com")
-    git(seed, "config", "user.name", "t")
-    init_store(seed)
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "init")
-    git(seed, "push", "-q", str(bare), "main")
-    return bare, _clone(bare, tmp_path / "a"), _clone(bare, tmp_path / "b")
-
-
-def _family_lines(root: Path, module: str | None = None) -> list[str]:
-    """Every non-blank raw line of a decision log family (epochs and live log), duplicates included."""
-    paths = AgentPaths(root)
-    return [raw.text for f in decisions.files_of(paths, module) for raw in all_lines(f)]
-
-
-def _no_conflict_markers(root: Path) -> None:
-    for path in (root / ".agent").rglob("*"):
-        if path.is_file() and "local" not in path.parts:
-            text = path.read_text(errors="replace")
-            assert "<<<<<<<" not in text and ">>>>>>>" not in text, path
 
 
 def test_init_writes_union_attributes_and_keeps_local_state_out(clones):
@@ -103,7 +63,7 @@ def test_two_clones_share_decisions_notes_and_facts_without_touching_head_or_ind
         assert texts == ["A decides globally", "B decides globally"]
         assert [f.id for f in facts.load(AgentPaths(root), "core")] == [fa.id]
         assert "A's note for core" in (root / ".agent" / "engram.md").read_text()
-        _no_conflict_markers(root)
+        no_conflict_markers(root)
     assert git(a, "rev-parse", "HEAD") == head_a
     assert git(a, "diff", "--cached", "--name-only").split() == ["src/m.py"]
     assert git(a, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
@@ -150,9 +110,9 @@ def test_an_epoch_roll_on_one_side_and_appends_on_the_other(clones):
     sync_memory(a)
     assert result.repaired  # the union merge brought the rolled lines back into the live log once
     for root in (a, b):
-        lines = _family_lines(root)
+        lines = family_lines(root)
         assert len(lines) == len(set(lines)) == 58
-    assert sorted(_family_lines(a)) == sorted(_family_lines(b))
+    assert sorted(family_lines(a)) == sorted(family_lines(b))
 
 
 def test_a_task_changed_on_both_sides_keeps_each_clones_own(clones):
@@ -163,7 +123,7 @@ def test_a_task_changed_on_both_sides_keeps_each_clones_own(clones):
     result = sync_memory(b)
     assert result.kept_ours == ("current-task.md",)
     assert "B stopped at the lexer" in (b / ".agent" / "current-task.md").read_text()
-    _no_conflict_markers(b)
+    no_conflict_markers(b)
     assert "kept this clone's version" in result.describe("origin", "agentd-memory")
 
 
@@ -236,7 +196,7 @@ def test_two_hosts_200_concurrent_decides_each_with_syncs_in_between(clones, tmp
     per_side = {}
     for root in (a, b):
         paths = AgentPaths(root)
-        lines = _family_lines(root)
+        lines = family_lines(root)
         assert len(lines) == len(set(lines)) == 400  # 400 intact lines, none twice
         entries = [decisions.lineformat.parse(line) for line in lines]
         assert sorted(d.decision for d in entries) == expected
@@ -245,7 +205,7 @@ def test_two_hosts_200_concurrent_decides_each_with_syncs_in_between(clones, tmp
         for d in entries:
             data = snapshots.load_id(paths, d.snapshot)
             assert data["id"] == d.snapshot and data["decision"] == d.decision
-        _no_conflict_markers(root)
+        no_conflict_markers(root)
         assert git(root, "rev-parse", "HEAD") == heads[root]
         assert git(root, "diff", "--cached", "--name-only") == ""
         per_side[root] = sorted(lines)
