@@ -9,11 +9,25 @@ Security: the socket file is mode 0600 inside a 0700 directory, and every
 connection's peer uid is read with ``SO_PEERCRED`` and must equal the daemon's
 own uid.  Commands are looked up in an explicit table built by the daemon;
 there is no attribute lookup by name.
+
+Limits (issue 13, item 5), so that idle or stuck clients can never use up
+the daemon's descriptors and ``status`` always answers (:class:`Limits`):
+
+* a connection that sends nothing for ``idle_timeout`` seconds while a
+  request is awaited is told so and closed (a command being answered, or an
+  attached viewer, is never idle);
+* at most ``connections`` connections are served at once; beyond that,
+  ``reserve`` more are let in for the :data:`PRIORITY` commands only
+  (``status``, ``ping``, ``stop``, ``shutdown``), and any other connection
+  gets a clear error and is closed;
+* when the daemon is out of descriptors, the listener's spare descriptor
+  lets one connection in the same way (:mod:`supervisor.control.listener`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import socket
 import struct
@@ -24,9 +38,43 @@ from typing import Any
 
 import structlog
 
+from ..session.fdlimit import fd_limit_message
 from .framing import HEADER, MAX_MESSAGE, ControlError, ProtocolError, decode, encode
+from .listener import Listener
 
-__all__ = ["Command", "ControlError", "ControlServer", "ProtocolError", "read_message"]
+__all__ = ["Command", "ControlError", "ControlServer", "Limits", "PRIORITY", "ProtocolError", "read_message"]
+
+#: The commands a connection let in on the reserve may run.
+PRIORITY = frozenset({"ping", "status", "stop", "shutdown"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many connections the server serves, and how long one may stay idle."""
+
+    connections: int = 32
+    reserve: int = 4
+    idle_timeout: float = 30.0
+
+    @property
+    def descriptors(self) -> int:
+        """Descriptors the connections may hold at most (the listener's spare included)."""
+        return self.connections + self.reserve + 1
+
+
+class Admission(enum.Enum):
+    NORMAL = "normal"  # any command
+    RESERVE = "reserve"  # the PRIORITY commands only
+    REFUSED = "refused"  # an error, then closed
+
+
+def admit(normal: int, reserve: int, limits: Limits) -> Admission:
+    """Where a new connection goes, given how many of each kind are open."""
+    if normal < limits.connections:
+        return Admission.NORMAL
+    if reserve < limits.reserve:
+        return Admission.RESERVE
+    return Admission.REFUSED
 
 _PEERCRED = struct.Struct("3i")
 
@@ -79,36 +127,74 @@ def peer_uid(sock: socket.socket) -> int:
 class ControlServer:
     """Serves the command table on a Unix socket."""
 
-    def __init__(self, path: Path, commands: Mapping[str, Command]) -> None:
+    def __init__(self, path: Path, commands: Mapping[str, Command], limits: Limits | None = None) -> None:
         self.path = path
         self.commands = dict(commands)
-        self._server: asyncio.base_events.Server | None = None
+        self.limits = limits or Limits()
+        self._listener = Listener(path, self._accepted)
         self._uid = os.getuid()
+        self._open = {Admission.NORMAL: 0, Admission.RESERVE: 0}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
-        old_umask = os.umask(0o177)
-        try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_MESSAGE + 64)
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.path, 0o600)
+        await self._listener.start()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        """Stop accepting (connections being served finish their reply)."""
+        await self._listener.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    @property
+    def open_connections(self) -> int:
+        return sum(self._open.values())
+
+    def _accepted(self, conn: socket.socket, spare: bool) -> None:
+        """A new connection: serve it, on the reserve, or refuse it with a clear error."""
+        admission = Admission.RESERVE if spare else admit(self._open[Admission.NORMAL], self._open[Admission.RESERVE],
+                                                          self.limits)
+        if spare:
+            why = fd_limit_message("the daemon")
+        else:
+            why = (f"agentd is serving {self.open_connections} connections, its limit (a connection idle for "
+                   f"{self.limits.idle_timeout:g} s is closed); try again")
+        if admission is Admission.REFUSED:
+            log.warning("control_refused", error="too many connections", detail=why)
+            try:
+                conn.send(encode({"ok": False, "error": why}))
+            except OSError:
+                pass
+            conn.close()
+            return
+        self._open[admission] += 1
+        task = asyncio.ensure_future(self._connection(conn, admission, why))
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self._tasks.discard(_task)
+            self._open[admission] -= 1
+            if spare:
+                self._listener.release_spare()
+
+        self._tasks.add(task)
+        task.add_done_callback(done)
+
+    async def _connection(self, conn: socket.socket, admission: Admission, why: str) -> None:
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_MESSAGE + 64)
+        except OSError as exc:
+            log.warning("control_connection_failed", error=str(exc))
+            conn.close()
+            return
+        await self._serve(reader, writer, PRIORITY if admission is Admission.RESERVE else None, why)
+
+    async def _next_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
+        """The next request; None at the end of the stream or after the idle timeout (the client is told)."""
+        try:
+            return await asyncio.wait_for(read_message(reader), self.limits.idle_timeout)
+        except asyncio.TimeoutError:
+            await self._reply(writer, {"ok": False, "error": f"closed: no request within {self.limits.idle_timeout:g} s"})
+            return None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     only: frozenset[str] | None = None, why: str = "") -> None:
         sock = writer.get_extra_info("socket")
         try:
             uid = peer_uid(sock)
@@ -121,12 +207,16 @@ class ControlServer:
                 return
             while True:
                 try:
-                    message = await read_message(reader)
+                    message = await self._next_request(reader, writer)
                 except ProtocolError as exc:
                     log.warning("control_protocol_error", error=str(exc))
                     await self._reply(writer, {"ok": False, "error": f"protocol error: {exc}"})
                     return
                 if message is None:
+                    return
+                if only is not None and message.get("cmd") not in only:
+                    await self._reply(writer, {"ok": False, "error": f"{why}; only {', '.join(sorted(only))} "
+                                                                     "are answered now"})
                     return
                 command = self.commands.get(message.get("cmd")) if isinstance(message.get("cmd"), str) else None
                 if command is not None and command.stream:
