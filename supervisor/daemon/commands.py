@@ -164,6 +164,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "cpu_seconds": round(unit.stats[0], 2) if driver else None,
         "rss_bytes": unit.stats[1] if driver else None,
         "transcript_bytes": driver.transcript_bytes if driver else None,
+        "transcript_problem": driver.session.transcript.problem if driver else None,
         "enabled": unit.spec.unit.enabled,
         "module": unit.spec.module,
         "kind": unit.spec.agent.kind,
@@ -210,11 +211,14 @@ class StatsSampler:
         self._at = now
 
         def collect() -> None:
-            cmap = children_map() if len(live) > 3 else None
-            for unit in live:
-                driver = unit.driver
-                if driver is not None:
-                    driver.tree(cmap)
-                    unit.stats = driver.stats()
+            try:
+                cmap = children_map() if len(live) > 3 else None
+                for unit in live:
+                    driver = unit.driver
+                    if driver is not None:
+                        driver.tree(cmap)
+                        unit.stats = driver.stats()
+            except OSError:  # out of descriptors (/proc unreadable): status answers with the last figures
+                self._at = float("-inf")
 
         await asyncio.to_thread(collect)
