@@ -39,7 +39,10 @@ class Client:
             self.connect()
         assert self._sock is not None
         self._sock.settimeout(timeout if timeout is not None else self.timeout)
-        self._sock.sendall(encode({"cmd": cmd, "args": args}))
+        try:
+            self._sock.sendall(encode({"cmd": cmd, "args": args}))
+        except BrokenPipeError:
+            pass  # refused before reading (too many connections): the reason may still be there to read
         reply = read_reply(self._sock)
         if not reply.get("ok"):
             raise ControlError(reply.get("error", "unknown error"))

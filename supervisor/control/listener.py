@@ -7,12 +7,14 @@ limit burns CPU and writes gigabytes of "socket.accept() out of system
 resource".  :class:`Listener` accepts one connection at a time with
 ``loop.sock_accept`` and, when the process is out of descriptors:
 
-1. uses its **spare descriptor**: one descriptor (``/dev/null``) held open for
+1. asks the server to **relieve** the pressure (an idle connection gives way,
+   :mod:`supervisor.control.connections`) and tries again at once;
+2. else uses its **spare descriptor**: one descriptor (``/dev/null``) held open for
    this moment is closed, the waiting connection is accepted into its place
    and handed over marked ``spare``, so the client gets a clear answer (and
    ``status`` can still be served) instead of a hang; the spare is taken
    again when that connection ends (:meth:`Listener.release_spare`);
-2. otherwise **backs off**: stops accepting for a moment (doubling from
+3. otherwise **backs off**: stops accepting for a moment (doubling from
    :data:`BACKOFF_FIRST` up to :data:`BACKOFF_MAX` seconds), with one
    rate-limited log line, never a loop of tracebacks.
 
@@ -51,9 +53,11 @@ def next_delay(delay: float, first: float = BACKOFF_FIRST, most: float = BACKOFF
 class Listener:
     """Accepts on ``path``; ``handle(conn, spare)`` gets each connected, non-blocking socket."""
 
-    def __init__(self, path: Path, handle: Callable[[socket.socket, bool], None]) -> None:
+    def __init__(self, path: Path, handle: Callable[[socket.socket, bool], None],
+                 relieve: Callable[[], bool] = lambda: False) -> None:
         self.path = path
         self.handle = handle
+        self.relieve = relieve  # frees a descriptor (closes an idle connection); False when it cannot
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
         self._spare: int | None = None
@@ -129,6 +133,9 @@ class Listener:
                     await asyncio.sleep(BACKOFF_FIRST)
                     continue
                 self.failures += 1
+                if self.relieve():
+                    await asyncio.sleep(BACKOFF_FIRST)  # the closed connection's descriptor is freed meanwhile
+                    continue
                 spare = self._accept_on_spare()
                 if spare is not None:
                     self.handle(spare, True)

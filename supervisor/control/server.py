@@ -10,24 +10,17 @@ connection's peer uid is read with ``SO_PEERCRED`` and must equal the daemon's
 own uid.  Commands are looked up in an explicit table built by the daemon;
 there is no attribute lookup by name.
 
-Limits (issue 13, item 5), so that idle or stuck clients can never use up
-the daemon's descriptors and ``status`` always answers (:class:`Limits`):
-
-* a connection that sends nothing for ``idle_timeout`` seconds while a
-  request is awaited is told so and closed (a command being answered, or an
-  attached viewer, is never idle);
-* at most ``connections`` connections are served at once; beyond that,
-  ``reserve`` more are let in for the :data:`PRIORITY` commands only
-  (``status``, ``ping``, ``stop``, ``shutdown``), and any other connection
-  gets a clear error and is closed;
-* when the daemon is out of descriptors, the listener's spare descriptor
-  lets one connection in the same way (:mod:`supervisor.control.listener`).
+Limits (issue 13, item 5; :mod:`supervisor.control.connections`), so that idle
+or stuck clients never use up the daemon's descriptors and ``status`` always
+answers: an idle timeout, a cap with a reserve for the priority commands, idle
+connections giving way under pressure, and the listener's backoff and spare
+descriptor when the daemon is out of descriptors
+(:mod:`supervisor.control.listener`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import os
 import socket
 import struct
@@ -40,42 +33,10 @@ import structlog
 
 from ..session.fdlimit import fd_limit_message
 from .framing import HEADER, MAX_MESSAGE, ControlError, ProtocolError, decode, encode
+from .connections import PRIORITY, Admission, Conn, Connections, Limits
 from .listener import Listener
 
 __all__ = ["Command", "ControlError", "ControlServer", "Limits", "PRIORITY", "ProtocolError", "read_message"]
-
-#: The commands a connection let in on the reserve may run.
-PRIORITY = frozenset({"ping", "status", "stop", "shutdown"})
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How many connections the server serves, and how long one may stay idle."""
-
-    connections: int = 32
-    reserve: int = 4
-    idle_timeout: float = 30.0
-
-    @property
-    def descriptors(self) -> int:
-        """Descriptors the connections may hold at most (the listener's spare included)."""
-        return self.connections + self.reserve + 1
-
-
-class Admission(enum.Enum):
-    NORMAL = "normal"  # any command
-    RESERVE = "reserve"  # the PRIORITY commands only
-    REFUSED = "refused"  # an error, then closed
-
-
-def admit(normal: int, reserve: int, limits: Limits) -> Admission:
-    """Where a new connection goes, given how many of each kind are open."""
-    if normal < limits.connections:
-        return Admission.NORMAL
-    if reserve < limits.reserve:
-        return Admission.RESERVE
-    return Admission.REFUSED
-
 _PEERCRED = struct.Struct("3i")
 
 log = structlog.get_logger("agentd.control")
@@ -131,9 +92,9 @@ class ControlServer:
         self.path = path
         self.commands = dict(commands)
         self.limits = limits or Limits()
-        self._listener = Listener(path, self._accepted)
+        self.table = Connections(self.limits)
+        self._listener = Listener(path, self._accepted, relieve=self.table.evict_idle)
         self._uid = os.getuid()
-        self._open = {Admission.NORMAL: 0, Admission.RESERVE: 0}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -143,58 +104,60 @@ class ControlServer:
         """Stop accepting (connections being served finish their reply)."""
         await self._listener.close()
 
-    @property
-    def open_connections(self) -> int:
-        return sum(self._open.values())
-
-    def _accepted(self, conn: socket.socket, spare: bool) -> None:
+    def _accepted(self, sock: socket.socket, spare: bool) -> None:
         """A new connection: serve it, on the reserve, or refuse it with a clear error."""
-        admission = Admission.RESERVE if spare else admit(self._open[Admission.NORMAL], self._open[Admission.RESERVE],
-                                                          self.limits)
+        admission = Admission.RESERVE if spare else self.table.admission()
         if spare:
             why = fd_limit_message("the daemon")
         else:
-            why = (f"agentd is serving {self.open_connections} connections, its limit (a connection idle for "
+            why = (f"agentd is serving {self.table.open} connections, its limit (a connection idle for "
                    f"{self.limits.idle_timeout:g} s is closed); try again")
         if admission is Admission.REFUSED:
             log.warning("control_refused", error="too many connections", detail=why)
             try:
-                conn.send(encode({"ok": False, "error": why}))
+                sock.send(encode({"ok": False, "error": why}))
             except OSError:
                 pass
-            conn.close()
+            sock.close()
             return
-        self._open[admission] += 1
-        task = asyncio.ensure_future(self._connection(conn, admission, why))
+        conn = self.table.add(admission, spare)
+        task = asyncio.ensure_future(self._connection(sock, conn, why))
 
         def done(_task: asyncio.Task[None]) -> None:
             self._tasks.discard(_task)
-            self._open[admission] -= 1
+            self.table.remove(conn)
             if spare:
                 self._listener.release_spare()
 
         self._tasks.add(task)
         task.add_done_callback(done)
 
-    async def _connection(self, conn: socket.socket, admission: Admission, why: str) -> None:
+    async def _connection(self, sock: socket.socket, conn: Conn, why: str) -> None:
         try:
-            reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_MESSAGE + 64)
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_MESSAGE + 64)
         except OSError as exc:
             log.warning("control_connection_failed", error=str(exc))
-            conn.close()
+            sock.close()
             return
-        await self._serve(reader, writer, PRIORITY if admission is Admission.RESERVE else None, why)
+        conn.writer = writer
+        await self._serve(reader, writer, PRIORITY if conn.admission is Admission.RESERVE else None, why, conn)
 
-    async def _next_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
+    async def _next_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            conn: Conn | None) -> dict[str, Any] | None:
         """The next request; None at the end of the stream or after the idle timeout (the client is told)."""
+        if conn is not None:
+            conn.idle_since = self.table.clock()
         try:
             return await asyncio.wait_for(read_message(reader), self.limits.idle_timeout)
         except asyncio.TimeoutError:
             await self._reply(writer, {"ok": False, "error": f"closed: no request within {self.limits.idle_timeout:g} s"})
             return None
+        finally:
+            if conn is not None:
+                conn.idle_since = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     only: frozenset[str] | None = None, why: str = "") -> None:
+                     only: frozenset[str] | None = None, why: str = "", conn: Conn | None = None) -> None:
         sock = writer.get_extra_info("socket")
         try:
             uid = peer_uid(sock)
@@ -207,7 +170,7 @@ class ControlServer:
                 return
             while True:
                 try:
-                    message = await self._next_request(reader, writer)
+                    message = await self._next_request(reader, writer, conn)
                 except ProtocolError as exc:
                     log.warning("control_protocol_error", error=str(exc))
                     await self._reply(writer, {"ok": False, "error": f"protocol error: {exc}"})
