@@ -7,7 +7,8 @@ private mount namespace for faults of the disk.
 2. **every unit is in a named state** (a :class:`UnitState`, and a reason
    whenever it is not running);
 3. **no data is lost**: every line of ``agentd.log`` and of the history files
-   is whole JSON, and the decisions the test expects are in the logs;
+   is whole JSON, the decisions the test expects are in the logs, and
+   ``agentd doctor`` finds the memory store sound;
 4. **nothing is left**: after ``agentd stop`` no process of the project is
    alive (by its ``AGENTD_ROOT``) and, where agentd made cgroups for the
    project, none of them holds a process.
@@ -101,6 +102,8 @@ def final_checks(project: Project, units: Iterable[str] = (), decisions: Iterabl
         if (project.root / ".agent").is_dir() else ""
     for decision in decisions:
         assert decision in texts, f"decision lost: {decision!r}"
+    doctor = project.agentd("doctor", check=False, timeout=120)  # the memory store: no malformed line, no missing file
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     project.agentd("stop", "--now", timeout=120)
     wait_until(lambda: not processes_of(project.root), 30, 0.1, "every process of the project to be gone")
     wait_until(lambda: not cgroup_leftovers(project.root), 30, 0.1, "the project's cgroups to be empty")
