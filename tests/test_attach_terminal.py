@@ -14,6 +14,8 @@ from tests.conftest import AGENTD, Project, clean_env
 
 def test_attach_with_stdin_not_a_terminal_says_what_to_do(project: Project) -> None:
     project.fake_unit("web")
+    project.agentd("start")
+    project.wait_state("web", "running")
     result = subprocess.run([*AGENTD, "--root", str(project.root), "attach", "web"], stdin=subprocess.DEVNULL,
                             capture_output=True, text=True, timeout=60, env=clean_env(), cwd=project.root)
     assert result.returncode == 1

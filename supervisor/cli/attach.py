@@ -222,15 +222,16 @@ def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0,
     The viewer gets the redacted stream unless ``raw`` (the caller warns).  Typing
     needs stdin to be a terminal; ``read_only`` works without one (Ctrl-C
     leaves).  A terminal without a size (0x0) leaves the agent's size as it is."""
-    if not read_only and not os.isatty(stdin_fd):
-        raise AttachError(NOT_A_TERMINAL.format(unit=unit))
     size = terminal_size(stdout_fd, stdin_fd)
     request: dict[str, Any] = {"unit": unit, "read_only": read_only}
     if raw:
         request["raw"] = True  # sent only when asked, so older daemons keep working without it
     if size is not None:
         request["rows"], request["cols"] = size
-    sock, info = _connect(socket_path, request)
+    sock, info = _connect(socket_path, request)  # the daemon's refusals (no such unit, not running) come first
+    if not read_only and not os.isatty(stdin_fd):
+        sock.close()
+        raise AttachError(NOT_A_TERMINAL.format(unit=unit))
     relay = _Relay(sock, unit, read_only, stdin_fd, stdout_fd)
     mode = ("read-only, " if read_only else "") + ("RAW: unredacted, " if raw else "")
     try:
