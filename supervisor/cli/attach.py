@@ -31,14 +31,20 @@ class AttachError(Exception):
 
 
 def terminal_size(*fds: int) -> tuple[int, int] | None:
-    """(rows, cols) of the first fd that is a terminal."""
+    """(rows, cols) of the first fd that is a terminal with a size (a 0x0 terminal has none)."""
     for fd in fds:
         try:
             size = os.get_terminal_size(fd)
         except OSError:
             continue
-        return size.lines, size.columns
+        if size.lines > 0 and size.columns > 0:
+            return size.lines, size.columns
     return None
+
+
+NOT_A_TERMINAL = ("stdin is not a terminal: attach relays the keys you type to the agent. To watch without typing: "
+                  "agentd attach {unit} --read-only (Ctrl-C leaves); to type a message: agentd send {unit} TEXT; "
+                  "to follow the transcript: agentd logs {unit} -f")
 
 
 @contextlib.contextmanager
@@ -122,6 +128,7 @@ class _Relay:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self.stdin_is_tty = os.isatty(stdin_fd)
+        self.watch_stdin = self.stdin_is_tty  # only a terminal's keys are relayed (read-only: none at all)
         self.decoder = FrameDecoder()
 
     def say(self, text: str) -> None:
@@ -186,7 +193,8 @@ class _Relay:
     def run(self, winch: int | None) -> int:
         with selectors.DefaultSelector() as sel:
             sel.register(self.sock, selectors.EVENT_READ, "socket")
-            sel.register(self.stdin_fd, selectors.EVENT_READ, "stdin")
+            if self.watch_stdin:
+                sel.register(self.stdin_fd, selectors.EVENT_READ, "stdin")
             if winch is not None:
                 sel.register(winch, selectors.EVENT_READ, "winch")
             while True:
@@ -211,14 +219,19 @@ def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0,
     ended with no successor, 1 when the daemon dropped or lost the connection.
     Raises :class:`AttachError` when attaching fails (before raw mode).
 
-    The viewer gets the redacted stream unless ``raw`` (the caller warns)."""
+    The viewer gets the redacted stream unless ``raw`` (the caller warns).  Typing
+    needs stdin to be a terminal; ``read_only`` works without one (Ctrl-C
+    leaves).  A terminal without a size (0x0) leaves the agent's size as it is."""
     size = terminal_size(stdout_fd, stdin_fd)
     request: dict[str, Any] = {"unit": unit, "read_only": read_only}
     if raw:
         request["raw"] = True  # sent only when asked, so older daemons keep working without it
     if size is not None:
         request["rows"], request["cols"] = size
-    sock, info = _connect(socket_path, request)
+    sock, info = _connect(socket_path, request)  # the daemon's refusals (no such unit, not running) come first
+    if not read_only and not os.isatty(stdin_fd):
+        sock.close()
+        raise AttachError(NOT_A_TERMINAL.format(unit=unit))
     relay = _Relay(sock, unit, read_only, stdin_fd, stdout_fd)
     mode = ("read-only, " if read_only else "") + ("RAW: unredacted, " if raw else "")
     try:
@@ -229,6 +242,9 @@ def run_attach(socket_path: Path, unit: str, read_only: bool, stdin_fd: int = 0,
             except (BrokenPipeError, ConnectionError, ProtocolError) as exc:
                 relay.say(f"connection to agentd lost: {exc}")
                 return CODE_ERROR
+            except KeyboardInterrupt:  # Ctrl-C where no raw terminal catches it (read-only without a terminal)
+                relay.say(f"detached from {unit}")
+                return CODE_DETACHED
     finally:
         sock.close()
 

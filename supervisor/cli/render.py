@@ -59,6 +59,8 @@ def status_note(row: dict) -> str:
     if row.get("next_restart_in") is not None:
         parts.append(f"restart in {row['next_restart_in']:.0f}s")
     parts.append(row.get("activity") or row.get("reason") or "")
+    if row.get("transcript_problem"):
+        parts.append(row["transcript_problem"])
     last = row.get("last_checkpoint")
     if last:
         ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""

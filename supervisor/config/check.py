@@ -5,6 +5,8 @@
 
 * each file on its own (:func:`supervisor.config.units.load_units`);
 * units whose ``requires``/``after`` form a cycle are refused, naming the cycle;
+* settings that each pass on their own but not together (:func:`unit_problems`):
+  ``checkpoint_at`` above ``hard_limit``, a ``workdir`` outside the project;
 * two enabled units whose writable scopes overlap are both refused, unless
   the overlap is listed as ``shared`` in both.
 """
@@ -88,6 +90,40 @@ def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None
         specs = {n: s for n, s in specs.items() if n in only}
         missing = sorted(only - set(specs) - {e.path.name.removesuffix(".toml") for e in errors})
         errors += [UnitError(units_dir / f"{n}.toml", "no such unit file") for n in missing]
+    specs, inconsistent = refuse_inconsistent(specs, root)
     specs, cycle_errors = refuse_cycles(specs)
     specs, overlap_errors = refuse_overlaps(specs, root)
-    return specs, errors + cycle_errors + overlap_errors
+    return specs, errors + inconsistent + cycle_errors + overlap_errors
+def unit_problems(spec: UnitSpec, root: Path) -> list[str]:
+    """Why a unit whose keys are each valid cannot run as written (empty when it can).
+
+    * ``checkpoint_at`` above ``hard_limit``: the hard limit would interrupt
+      the running turn before the gentle threshold is ever reached, so every
+      checkpoint would be a forced one.
+    * a ``workdir`` outside the project: the scope guard, the Landlock fence
+      and the memory store (``.agent/``) all cover the project only, so such an
+      agent would work unwatched, be refused its own writes, or lose its notes.
+    """
+    problems = []
+    ctx = spec.context
+    if ctx.checkpoint_at > ctx.hard_limit:
+        problems.append(
+            f"[context] checkpoint_at = {ctx.checkpoint_at:g} is above hard_limit = {ctx.hard_limit:g}: the hard limit "
+            "would interrupt the agent's turn before the threshold checkpoint is ever due; set checkpoint_at below "
+            "hard_limit (defaults 0.70 and 0.90)")
+    workdir = spec.workdir_path(root).resolve()
+    project = root.resolve()
+    if workdir != project and project not in workdir.parents:
+        problems.append(
+            f"[agent] workdir = {spec.agent.workdir!r} is {workdir}, outside the project {project}: the scope guard, "
+            "the fence and the memory store (.agent/) cover the project only; use a directory inside it (relative "
+            "to the project root), or put the units/ directory in the project the agent works on")
+    return problems
+
+
+def refuse_inconsistent(specs: dict[str, UnitSpec], root: Path) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+    """Units with :func:`unit_problems` are refused, one error per unit naming every problem."""
+    errors = [UnitError(spec.path, "; ".join(problems)) for spec in specs.values()
+              if (problems := unit_problems(spec, root))]
+    refused = {e.path for e in errors}
+    return {n: s for n, s in specs.items() if s.path not in refused}, errors

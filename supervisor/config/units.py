@@ -40,6 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .resources import ResourcesSection
+from .unitfile import UnitFileError, read_unit_text
 
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -375,8 +376,10 @@ def parse_unit(path: Path, text: str | None = None, project_root: Path | None = 
         )
     try:
         if text is None:
-            text = path.read_text(encoding="utf-8")
+            text = read_unit_text(path)
         data = tomllib.loads(text)
+    except UnitFileError as exc:
+        raise UnitLoadError(UnitError(path, str(exc))) from None
     except UnicodeDecodeError as exc:
         raise UnitLoadError(UnitError(path, f"not UTF-8 text: {exc}")) from None
     except tomllib.TOMLDecodeError as exc:
@@ -409,7 +412,7 @@ def unit_path(units_dir: Path, name: str) -> Path:
 def load_unit(units_dir: Path, name: str, project_root: Path | None = None) -> UnitSpec:
     """Load one unit by name; raises :class:`UnitLoadError` or ValueError for a bad name."""
     path = unit_path(units_dir, name)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise UnitLoadError(UnitError(path, "no such unit file"))
     return parse_unit(path, project_root=project_root)
 

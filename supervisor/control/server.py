@@ -10,6 +10,13 @@ connection's peer uid is read with ``SO_PEERCRED`` and must equal the daemon's
 own uid (``owner_uid``: tests name another uid to prove the refusal as any
 user).  Commands are looked up in an explicit table built by the daemon;
 there is no attribute lookup by name.
+
+Limits (issue 13, item 5; :mod:`supervisor.control.connections`), so that idle
+or stuck clients never use up the daemon's descriptors and ``status`` always
+answers: an idle timeout, a cap with a reserve for the priority commands, idle
+connections giving way under pressure, and the listener's backoff and spare
+descriptor when the daemon is out of descriptors
+(:mod:`supervisor.control.listener`).
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from typing import Any
 
 import structlog
 
+from ..session.fdlimit import fd_limit_message
 from .framing import HEADER, MAX_MESSAGE, ControlError, ProtocolError, decode, encode
+from .connections import PRIORITY, Admission, Conn, Connections, Limits
+from .listener import Listener
 
-__all__ = ["Command", "ControlError", "ControlServer", "ProtocolError", "read_message"]
-
+__all__ = ["Command", "ControlError", "ControlServer", "Limits", "PRIORITY", "ProtocolError", "read_message"]
 _PEERCRED = struct.Struct("3i")
 
 log = structlog.get_logger("agentd.control")
@@ -80,37 +89,78 @@ def peer_uid(sock: socket.socket) -> int:
 class ControlServer:
     """Serves the command table on a Unix socket."""
 
-    def __init__(self, path: Path, commands: Mapping[str, Command], *, owner_uid: int | None = None) -> None:
+    def __init__(self, path: Path, commands: Mapping[str, Command], limits: Limits | None = None, *,
+                 owner_uid: int | None = None) -> None:
         """``owner_uid``: the only peer uid served (default: this process's uid)."""
         self.path = path
         self.commands = dict(commands)
-        self._server: asyncio.base_events.Server | None = None
+        self.limits = limits or Limits()
+        self.table = Connections(self.limits)
+        self._listener = Listener(path, self._accepted, relieve=self.table.evict_idle)
         self._uid = os.getuid() if owner_uid is None else owner_uid
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
-        old_umask = os.umask(0o177)
-        try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_MESSAGE + 64)
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.path, 0o600)
+        await self._listener.start()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        """Stop accepting (connections being served finish their reply)."""
+        await self._listener.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accepted(self, sock: socket.socket, spare: bool) -> None:
+        """A new connection: serve it, on the reserve, or refuse it with a clear error."""
+        admission = Admission.RESERVE if spare else self.table.admission()
+        if spare:
+            why = fd_limit_message("the daemon")
+        else:
+            why = (f"agentd is serving {self.table.open} connections, its limit (a connection idle for "
+                   f"{self.limits.idle_timeout:g} s is closed); try again")
+        if admission is Admission.REFUSED:
+            log.warning("control_refused", error="too many connections", detail=why)
+            try:
+                sock.send(encode({"ok": False, "error": why}))
+            except OSError:
+                pass
+            sock.close()
+            return
+        conn = self.table.add(admission, spare)
+        task = asyncio.ensure_future(self._connection(sock, conn, why))
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self._tasks.discard(_task)
+            self.table.remove(conn)
+            if spare:
+                self._listener.release_spare()
+
+        self._tasks.add(task)
+        task.add_done_callback(done)
+
+    async def _connection(self, sock: socket.socket, conn: Conn, why: str) -> None:
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_MESSAGE + 64)
+        except OSError as exc:
+            log.warning("control_connection_failed", error=str(exc))
+            sock.close()
+            return
+        conn.writer = writer
+        await self._serve(reader, writer, PRIORITY if conn.admission is Admission.RESERVE else None, why, conn)
+
+    async def _next_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            conn: Conn | None) -> dict[str, Any] | None:
+        """The next request; None at the end of the stream or after the idle timeout (the client is told)."""
+        if conn is not None:
+            conn.idle_since = self.table.clock()
+        try:
+            return await asyncio.wait_for(read_message(reader), self.limits.idle_timeout)
+        except asyncio.TimeoutError:
+            await self._reply(writer, {"ok": False, "error": f"closed: no request within {self.limits.idle_timeout:g} s"})
+            return None
+        finally:
+            if conn is not None:
+                conn.idle_since = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     only: frozenset[str] | None = None, why: str = "", conn: Conn | None = None) -> None:
         sock = writer.get_extra_info("socket")
         try:
             uid = peer_uid(sock)
@@ -123,12 +173,16 @@ class ControlServer:
                 return
             while True:
                 try:
-                    message = await read_message(reader)
+                    message = await self._next_request(reader, writer, conn)
                 except ProtocolError as exc:
                     log.warning("control_protocol_error", error=str(exc))
                     await self._reply(writer, {"ok": False, "error": f"protocol error: {exc}"})
                     return
                 if message is None:
+                    return
+                if only is not None and message.get("cmd") not in only:
+                    await self._reply(writer, {"ok": False, "error": f"{why}; only {', '.join(sorted(only))} "
+                                                                     "are answered now"})
                     return
                 command = self.commands.get(message.get("cmd")) if isinstance(message.get("cmd"), str) else None
                 if command is not None and command.stream:

@@ -212,7 +212,11 @@ class Arbiter:
         """Write ``agents.json`` now (off the loop; one writer at a time, newest data last)."""
         self._persist_due = False
         async with self._persist_lock:
-            await asyncio.to_thread(self._agents.write, self._agents.snapshot(self.units.values()))
+            try:
+                await asyncio.to_thread(self._agents.write, self._agents.snapshot(self.units.values()))
+            except OSError as exc:  # a full or read-only disk must not end a session: retried each tick
+                self._persist_due = True
+                log.error("agents_file_unwritable", error=f"{type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ units
     def _ensure_store(self) -> None:

@@ -166,6 +166,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "memory_bytes": unit.stats[1] if driver else None,
         **(driver.confined.status() if driver else {"scope": None}),
         "transcript_bytes": driver.transcript_bytes if driver else None,
+        "transcript_problem": driver.session.transcript.problem if driver else None,
         "enabled": unit.spec.unit.enabled,
         "module": unit.spec.module,
         "kind": unit.spec.agent.kind,
@@ -214,9 +215,12 @@ class StatsSampler:
         self._at = now
 
         def collect() -> None:
-            for unit in live:
-                driver = unit.driver
-                if driver is not None:
-                    unit.stats = driver.stats()
+            try:
+                for unit in live:
+                    driver = unit.driver
+                    if driver is not None:
+                        unit.stats = driver.stats()
+            except OSError:  # out of descriptors (/proc unreadable): status answers with the last figures
+                self._at = float("-inf")
 
         await asyncio.to_thread(collect)

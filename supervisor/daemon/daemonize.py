@@ -5,7 +5,13 @@
 in a new session (so it survives the terminal), with its early output going to
 ``agentd.err`` in the state directory, and returns only when the control
 socket answers a ping.  If the daemon exits first, its error output is the
-error message.
+error message; if it answers with an error, that error is; if it never
+answers, the last error it logged is named.
+
+Before anything else the daemon checks the open-file limit
+(:func:`check_fd_limit`): below what its units and control connections need,
+it raises the soft limit up to the hard one, and where even that is too low it
+exits at once saying so, rather than failing later in ``accept()``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..control.client import ControlError, DaemonNotRunning, call
 from ..session.process import ProcessRecord
@@ -25,6 +32,35 @@ from ..config.settings import Settings
 
 class DaemonStartError(Exception):
     pass
+
+
+def check_fd_limit(settings: Settings) -> None:
+    """Make sure the open-file limit covers the units and the control connections; FdLimitTooLow if it cannot."""
+    from ..config.units import unit_files
+    from ..control.server import Limits
+    from ..session.fdlimit import ensure_fd_limit, fds_needed
+
+    ensure_fd_limit(fds_needed(len(unit_files(settings.units_path)), Limits().descriptors))
+
+
+def _last_error(settings: Settings) -> str | None:
+    """The newest error the daemon logged (agentd.log), for a start that never answered."""
+    import json
+
+    try:
+        with open(settings.log_path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("level") == "error":
+            return f"{event.get('event')}: {event.get('detail') or event.get('error') or ''}".rstrip(": ")
+    return None
 
 
 def spawn_daemon(settings: Settings, config: Path | None) -> int:
@@ -46,15 +82,21 @@ def spawn_daemon(settings: Settings, config: Path | None) -> int:
         code = proc.poll()
         if code is not None:
             detail = err_path.read_text(errors="replace").strip().splitlines()
-            message = detail[-1] if detail else f"exit code {code}"
+            message = detail[-1].removeprefix("agentd: ") if detail else f"exit code {code}"
             raise DaemonStartError(f"agentd could not start: {message} (see {err_path})")
         try:
             reply = call(settings.socket_path, "ping", timeout=2.0)
             return int(reply["pid"])
-        except (DaemonNotRunning, ControlError, OSError):
+        except ControlError as exc:  # it runs, but refuses (out of descriptors, too many connections)
+            proc.terminate()
+            raise DaemonStartError(f"agentd could not start: it answered {exc} (see {settings.log_path})") from None
+        except (DaemonNotRunning, OSError):
             time.sleep(0.05)
     proc.terminate()
-    raise DaemonStartError(f"agentd did not answer on {settings.socket_path} within {settings.start_timeout:g}s")
+    last = _last_error(settings)
+    why = f"; its last error: {last}" if last else ""
+    raise DaemonStartError(f"agentd did not answer on {settings.socket_path} within {settings.start_timeout:g}s{why} "
+                           f"(see {settings.log_path} and {err_path})")
 
 
 def wait_stopped(settings: Settings, timeout: float, daemon: ProcessRecord | None = None) -> bool:
@@ -73,6 +115,13 @@ def run_daemon(settings: Settings, console: bool = False) -> int:
     from .arbiter import Arbiter
     from .pidfile import PidFile
 
+    from ..session.fdlimit import FdLimitTooLow
+
+    try:
+        check_fd_limit(settings)
+    except FdLimitTooLow as exc:
+        print(f"agentd: {exc}", file=sys.stderr, flush=True)
+        return 1
     state = settings.state_path
     state.mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o700)
@@ -81,6 +130,14 @@ def run_daemon(settings: Settings, console: bool = False) -> int:
     pidfile = PidFile(settings.pidfile)
     pidfile.acquire()  # raises AlreadyRunning
     try:
-        return asyncio.run(Arbiter(settings).run())
+        return asyncio.run(_main(Arbiter(settings)))
     finally:
         pidfile.release()
+
+
+async def _main(arbiter: Any) -> int:
+    """The daemon's loop, its own errors (an exception in a callback) going to the rate-limited event log."""
+    from .eventlog import loop_exception_handler
+
+    asyncio.get_running_loop().set_exception_handler(loop_exception_handler)
+    return int(await arbiter.run())

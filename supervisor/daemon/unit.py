@@ -374,6 +374,8 @@ class UnitSupervisor:
         if (checkpoint and self.state is UnitState.RUNNING and self.driver is not None
                 and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
             await outcome(self._cycle(Trigger.STOP, After.STOP, why=why))
+            if self.state not in (UnitState.INACTIVE, UnitState.FAILED):  # the agent died before the cycle began
+                await self.stop(why, checkpoint=False)
             return
         await outcome(self._run(self._stop_at_once(why), "stop"))
 
@@ -434,6 +436,10 @@ class UnitSupervisor:
         return self._run(self._cycle_op(self.driver, plan), f"checkpoint ({trigger.value})")
 
     async def _cycle_op(self, driver: Driver, plan: cycle.Plan) -> CycleRecord:
+        if self.state is not UnitState.RUNNING or self.driver is not driver:  # reaped before this op ran
+            log.info("checkpoint_not_run", unit=self.name, trigger=plan.trigger.value, state=self.state.value)
+            return CycleRecord(self.name, plan.trigger.value, driver.session_id, flush="skipped",
+                               outcome="not run: the session ended before the checkpoint began")
         log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
                  context=self.context.as_dict() if self.context else None)
         try:

@@ -181,7 +181,9 @@ class Session:
             )
         except (pexpect.ExceptionPexpect, OSError) as exc:
             self.transcript.close()
-            raise SpawnError(f"cannot start {self.argv[0]!r}: {exc}") from None
+            from .fdlimit import exhaustion  # what really ran out ("out of pty devices" hides EMFILE)
+
+            raise SpawnError(f"cannot start {self.argv[0]!r}: {exhaustion(exc) or exc}") from None
         finally:
             for step in steps:
                 step.close()
@@ -273,7 +275,10 @@ class Session:
                 return -1
             count += 1
             got += len(data)
-            released = transcript.write(data)
+            try:  # never raises OSError (a full disk is counted there); nothing may cost the listeners the chunk
+                released = transcript.write(data)
+            except Exception:  # noqa: BLE001 - e.g. closed meanwhile: the screen and turn detection go on
+                released = b""
             if released and self._output_listeners:
                 self._output(released)
             listeners = self._listeners

@@ -31,6 +31,16 @@ printed in two pieces a second apart is held until its end and written as
 ``[REDACTED]``.  :meth:`Transcript.write` returns the bytes it appended to
 the ``.log``: exactly what an attached viewer may see.
 
+A write that fails (``ENOSPC`` on a full disk, ``EROFS``, ``EIO``, a file
+grown past ``RLIMIT_FSIZE``) never raises out of :meth:`Transcript.write`:
+the chunk is still parsed (the redactor, the clean view and the counts move
+on, and the redacted bytes are still returned for attached viewers), the
+bytes that did not reach the file are counted, and :attr:`Transcript.problem`
+names it (``transcript: ENOSPC, 1234 bytes not written``).  Every later
+chunk is tried again, so the transcript recovers by itself once space
+returns; the problem then says since when it writes again, so the gap stays
+visible for the rest of the session.
+
 Everything on the hot path works on whole chunks with compiled bytes regexes
 and ``bytes.translate``; there are no per-byte Python loops.
 """
@@ -38,6 +48,7 @@ and ``bytes.translate``; there are no per-byte Python loops.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 import time
@@ -57,11 +68,18 @@ _LEAD_BYTES = bytes(range(0xC0, 0x100))
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_some(fd: int, data: bytes) -> tuple[int, OSError | None]:
+    """Append ``data``; (bytes not written, the error that stopped it) — never raises OSError."""
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError as exc:
+            return len(view), exc
         view = view[written:]
+    return 0, None
 
 
 def _decode_tail(raw: bytes) -> str:
@@ -99,6 +117,10 @@ class Transcript:
         self._raw_bytes = 0
         self._ascii_chars = 0
         self._other_chars = 0
+        self.lost_bytes = 0  # bytes (of either file) that could not be written
+        self._error: str | None = None  # errno name of the last failed write
+        self._failing = False
+        self._recovered_at: float | None = None  # wall clock of the first good write after a failure
 
     # -- writing ---------------------------------------------------------
     def write(self, data: bytes) -> bytes:
@@ -157,10 +179,36 @@ class Transcript:
         """Append released raw bytes to the ``.log`` and their text (from the redactor) to the ``.txt``."""
         if data:
             assert self._log_fd is not None
-            _write_all(self._log_fd, data)
+            self._append(self._log_fd, data)
             self._raw_bytes += len(data)
         if text:
             self._emit_text(self._fold.feed_utf8(text))
+
+    def _append(self, fd: int, data: bytes) -> None:
+        """Append to one of the files; a failure is counted and named, never raised."""
+        lost, exc = _write_some(fd, data)
+        if exc is None:
+            if self._failing:
+                self._failing, self._recovered_at = False, time.time()
+            return
+        self.lost_bytes += lost
+        self._error = errno.errorcode.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+        self._failing, self._recovered_at = True, None
+
+    @property
+    def problem(self) -> str | None:
+        """Why bytes are missing from the files (None when nothing was lost)."""
+        if not self.lost_bytes:
+            return None
+        text = f"transcript: {self._error}, {self.lost_bytes} bytes not written"
+        if self._recovered_at is not None:
+            text += time.strftime(" (writing again since %H:%M:%SZ)", time.gmtime(self._recovered_at))
+        return text
+
+    @property
+    def failing(self) -> bool:
+        """True while the last write failed."""
+        return self._failing
 
     def _emit_text(self, encoded: bytes) -> None:
         """Append valid UTF-8 ``encoded`` to the ``.txt`` file and count its characters."""
@@ -173,17 +221,17 @@ class Transcript:
             self._ascii_chars += len(encoded.translate(None, _HIGH_BYTES))
             self._other_chars += len(encoded) - len(encoded.translate(None, _LEAD_BYTES))
         assert self._txt_fd is not None
-        _write_all(self._txt_fd, encoded)
+        self._append(self._txt_fd, encoded)
 
     # -- figures ---------------------------------------------------------
     @property
     def raw_bytes(self) -> int:
-        """Bytes written to the ``.log`` file by this writer."""
+        """Bytes released to the ``.log`` file by this writer (those of :attr:`lost_bytes` included)."""
         return self._raw_bytes
 
     @property
     def clean_chars(self) -> int:
-        """Characters written to the ``.txt`` file by this writer."""
+        """Characters of clean text this writer produced (written to the ``.txt``, or lost with a failed write)."""
         return self._ascii_chars + self._other_chars
 
     @property

@@ -11,7 +11,6 @@ with real git and check that nothing conflicts and nothing is lost.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

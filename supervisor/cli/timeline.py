@@ -1,0 +1,79 @@
+"""``agentd history UNIT``: a unit's session starts and checkpoint cycles, merged by time.
+
+Two files under ``<state>/history/`` (:mod:`supervisor.continuity.records`):
+``UNIT.sessions.jsonl`` (every new session and why it started: first start,
+crash with the previous exit, cycle, schedule, usage-limit reset, restart) and
+``UNIT.jsonl`` (every checkpoint cycle).  :func:`timeline` merges them, oldest
+first, each item marked with its ``kind``; :func:`render_timeline` is the table.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from pathlib import Path
+from typing import Any
+
+from ..continuity.records import history_path, read_history, read_sessions, sessions_path
+
+CYCLE = "cycle"
+SESSION = "session"
+
+
+def _when_ns(item: dict[str, Any]) -> int:
+    """A record's start in nanoseconds: ``started_ns`` when recorded, else its ``started`` second."""
+    if isinstance(item.get("started_ns"), int):
+        return int(item["started_ns"])
+    try:
+        return calendar.timegm(time.strptime(str(item.get("started")), "%Y-%m-%dT%H:%M:%SZ")) * 1_000_000_000
+    except ValueError:
+        return 0
+
+
+def recorded(state_dir: Path, unit: str) -> bool:
+    """Whether anything was ever recorded for ``unit``."""
+    return history_path(state_dir, unit).exists() or sessions_path(state_dir, unit).exists()
+
+
+def timeline(state_dir: Path, unit: str, sessions: bool = True) -> list[dict[str, Any]]:
+    """The unit's cycles (and session starts), oldest first, each with ``kind``.
+
+    A cycle's record carries the second it started, so it sorts before the
+    session it started within that second (stable sort, cycles first).
+    """
+    items = [{**rec, "kind": CYCLE} for rec in read_history(state_dir, unit)]
+    if sessions:
+        items += [{**rec, "kind": SESSION} for rec in read_sessions(state_dir, unit)]
+    return sorted(items, key=_when_ns)
+
+
+def _session_row(rec: dict[str, Any]) -> list[Any]:
+    outcome = str(rec.get("detail") or "-")
+    if rec.get("previous_exit"):
+        outcome += f" (previous {rec['previous_exit']})"
+    return [rec.get("started", "-"), f"session: {rec.get('why')}", "-", rec.get("wakeup") or "-", "-", "-", outcome,
+            f"{rec.get('previous') or '-'} -> {rec.get('session') or '-'}", ""]
+
+
+def _cycle_row(rec: dict[str, Any]) -> list[Any]:
+    steps = " ".join(f"{k}={v:.1f}s" for k, v in (rec.get("steps") or {}).items())
+    ratio = rec.get("ratio")
+    return [
+        rec.get("started", "-"),
+        f"cycle: {rec.get('trigger')}",
+        f"{rec['tokens_before']}/{rec['window']}" if rec.get("tokens_before") is not None else "-",
+        rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
+        f"{ratio * 100:.1f}%" if ratio is not None else "-",
+        rec.get("flush"),
+        rec.get("outcome"),
+        f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
+        steps,
+    ]
+
+
+def render_timeline(items: list[dict[str, Any]]) -> str:
+    from tabulate import tabulate
+
+    rows = [_session_row(i) if i.get("kind") == SESSION else _cycle_row(i) for i in items]
+    return tabulate(rows, headers=["STARTED", "EVENT", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME",
+                                   "SESSIONS", "STEPS"])
