@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
+    from ..trail.model import Trail
     from ..config.settings import Settings
     from ..config.units import UnitSpec
 
@@ -286,6 +287,13 @@ class Adapter(ABC):
     def hook_output(self, event: Mapping[str, Any], meanings: list[Meaning], wakeup: str | None) -> str | None:
         """What ``agentd notify`` prints for the agent (hook answers such as additional
         context); ``wakeup`` is given when a meaning asks for it.  Default: nothing."""
+        return None
+
+    def trail(self, session: Session) -> Trail | None:
+        """What ``session``'s agent recorded of its own work (:class:`~supervisor.trail.model.Trail`:
+        its asks, its plan, every tool call), read from the agent's own files; None when this kind
+        keeps none.  Blocking (reads files): the daemon calls it in a thread, also after the
+        session ended.  Default: None."""
         return None
 
     def state_dir(self, session_id: str) -> Path:
