@@ -37,6 +37,10 @@ AGENTD_PREFIXES = ("# Wakeup briefing", "CHECKPOINT requested by agentd", "agent
                    "agentd: ", "global decision recorded: ")
 
 
+#: The most of one ask that is kept (the wakeup shows less).
+ASK_KEEP = 4000
+
+
 class Moment(str, enum.Enum):
     """Why a session's work is kept now."""
 
@@ -119,6 +123,7 @@ class UnitKeeper:
             notes.append(f"could not read the agent's trail: {type(exc).__name__}: {exc}")
         if found is not None:
             found = found.mapped(lambda text: redact_text(text, self.env))
+            found.asks = [a[:ASK_KEEP] for a in found.asks if not self.agentd_text(a)]  # not agentd's wakeups
             notes.extend(found.notes)
         wip = None
         try:

@@ -159,8 +159,8 @@ def section(stopped: Stopped | None) -> Section:
     wip = stopped.wip or {}
     if wip.get("commit"):
         sec.add(f"- your uncommitted work was saved as WIP commit {wip['commit'][:12]} ({wip.get('ref')}): "
-                f"see it with `git show {wip['commit'][:12]}`; the files are still on disk as you left them "
-                f"(`agentd wip restore {stopped.unit} {wip.get('number')}` brings them back if they are lost)", ref)
+                f"`git show {wip['commit'][:12]}` shows it; saving left your files on disk as they were "
+                f"(`agentd wip restore {stopped.unit} {wip.get('number')}` brings them back if they were lost)", ref)
     if stopped.ask:
         where = f" (asked in session {stopped.ask_from})" if stopped.ask_from else ""
         sec.add(f"- the last thing you were asked{where}: {quote(stopped.ask, ASK_CHARS)}", ref)
