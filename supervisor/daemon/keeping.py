@@ -12,8 +12,10 @@ through :class:`WorkKeeping`, one per :class:`~supervisor.daemon.unit.UnitSuperv
 * a stop or a restart without a checkpoint (``--now``): :meth:`WorkKeeping.ended`
   after the session ended, so nothing the agent wrote is missed.
 
-Each keep is recorded in the unit's history (trigger: the moment; the WIP
-commit; where the agent stopped).  A failure is logged and noted, never raised.
+A keep that saved a WIP commit is recorded in the unit's history (trigger:
+the moment; the commit; where the agent stopped), so ``agentd history`` names
+it; every keep is logged (``work_kept`` / ``work_not_kept`` with its notes).
+A failure is logged and noted, never raised.
 """
 
 from __future__ import annotations
@@ -60,10 +62,11 @@ class WorkKeeping:
         kept = await keep(unit.rt.keeper(unit.spec, driver.env), moment, driver.session_id, driver.trail)
         log.info("work_kept" if kept.stopped is not None or kept.wip else "work_not_kept", unit=unit.name,
                  session=driver.session_id, moment=moment.value, wip=kept.wip, notes=list(kept.notes))
-        record = CycleRecord(unit=unit.name, trigger=moment.value, old_session=driver.session_id, flush="skipped",
-                             outcome=outcome, wip=kept.wip, stopped=kept.summary())
-        record.notes.extend(kept.notes)
-        unit.rt.record_cycle(record)
+        if kept.wip:  # history names the commit; a keep that saved nothing is only logged
+            record = CycleRecord(unit=unit.name, trigger=moment.value, old_session=driver.session_id, flush="skipped",
+                                 outcome=outcome, wip=kept.wip, stopped=kept.summary())
+            record.notes.extend(kept.notes)
+            unit.rt.record_cycle(record)
         return kept
 
     async def settled(self, timeout: float = SETTLE_WAIT) -> None:
