@@ -19,6 +19,8 @@ An :class:`Adapter` knows, for one kind of agent:
   transcript);
 * how to leave cleanly (:meth:`Adapter.quit`: a quit command, then EOF; the
   daemon sends signals to the process group after that).
+* what the agent recorded of its own work (:meth:`Adapter.trail`: its asks,
+  plan and tool calls, read from its own files; :mod:`supervisor.trail`).
 
 The daemon drives adapters (through :class:`supervisor.adapters.driver.Driver`);
 adapters never start processes or timers of their own, so each can be tested
