@@ -10,7 +10,9 @@ through :class:`WorkKeeping`, one per :class:`~supervisor.daemon.unit.UnitSuperv
   the next session's start waits for it (:meth:`WorkKeeping.settled`, at most
   :data:`SETTLE_WAIT` seconds) so its wakeup shows where the agent stopped;
 * a stop or a restart without a checkpoint (``--now``): :meth:`WorkKeeping.ended`
-  after the session ended, so nothing the agent wrote is missed.
+  after the session ended, so nothing the agent wrote is missed;
+* the scope guard reverts a file: :meth:`WorkKeeping.before_revert`, the
+  running session's work first.
 
 A keep that saved a WIP commit is recorded in the unit's history (trigger:
 the moment; the commit; where the agent stopped), so ``agentd history`` names
@@ -56,6 +58,13 @@ class WorkKeeping:
             return None
         moment = Moment.USAGE_LIMIT if usage_limit else moment_for(Trigger.STOP, why)
         return await self.keep(driver, moment, why if usage_limit else f"stopped at once: {why}")
+
+    async def before_revert(self, path: str) -> Kept | None:
+        """The scope guard is about to put ``path`` back: keep the running session's work first."""
+        driver = self.unit.driver
+        if driver is None:
+            return None
+        return await self.keep(driver, Moment.REVERT, f"kept before reverting {path}")
 
     async def keep(self, driver: Any, moment: Moment, outcome: str) -> Kept:
         unit = self.unit
