@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests import trail_scenario as ts
 from tests.conftest import Project, wait_until
-from tests.test_codex_e2e import PORT, Jail, codex_bin, jail, user_messages, wait_idle  # noqa: F401 - fixtures
+from tests.test_codex_e2e import PORT, Jail, codex_bin, jail, wait_idle  # noqa: F401 - fixtures
 
 __all__ = ["codex_bin", "jail"]
 
@@ -85,7 +85,8 @@ def test_codex_wakes_up_where_it_stopped_after_ignoring_the_checkpoint(project: 
     wip = record["wip"]
     assert wip and record["stopped"]["ask"] == ts.ASK
     firsts = wait_until(lambda: len(jail.first_requests()) >= 2 and jail.first_requests(), 90, what="the new session's request")
-    wakeup = user_messages(firsts[-1])[-1]
+    # the wakeup is in the request, whichever message carries it (a user prompt today, developer instructions maybe)
+    wakeup = next(t for t in _texts(firsts[-1]) if "## Where you stopped" in t)
     section = wakeup.split("## Where you stopped")[1].split("\n## ")[0]
     assert f"“{ts.ASK}”" in section
     assert "2 of 3 steps done" in section
@@ -96,6 +97,15 @@ def test_codex_wakes_up_where_it_stopped_after_ignoring_the_checkpoint(project: 
     assert wip[:12] in section
     assert ts.EDIT_NEW in git(project.root, "show", f"{wip}:{ts.EDIT}")
     assert checkout(project.root) == left
+
+
+def _texts(request: dict) -> list[str]:
+    """Every text of the request's input items (any role) and its instructions."""
+    out = [str(request["body"].get("instructions") or "")]
+    for item in request["body"].get("input") or []:
+        content = item.get("content")
+        out += [content] if isinstance(content, str) else [str(c.get("text") or "") for c in content or [] if isinstance(c, dict)]
+    return out
 
 
 def _log(jail: Jail) -> list[dict]:
