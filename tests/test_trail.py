@@ -52,6 +52,10 @@ def test_codex_without_completion_events_falls_back_to_the_tool_outputs() -> Non
                                               "arguments": json.dumps({"command": ["bash", "-lc", "make test"]})}},
         {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2",
                                               "output": "Exit code: 2\nWall time: 1s\nOutput:\nFAILED x\n"}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "create_goal", "call_id": "g1",
+                                              "arguments": json.dumps({"objective": "ship the parser"})}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "update_goal", "call_id": "g2",
+                                              "arguments": json.dumps({"status": "blocked"})}},
         {"type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "call_id": "c3",
                                               "arguments": json.dumps({"cmd": "apply_patch <<'EOF'\n*** Begin Patch\n"
                                                                               "*** Add File: b.py\n+x\n*** End Patch\nEOF"})}},
@@ -62,6 +66,7 @@ def test_codex_without_completion_events_falls_back_to_the_tool_outputs() -> Non
     [make] = trail.commands()
     assert (make.command, make.exit_code, make.ok, make.output) == ("make test", 2, False, "FAILED x")
     assert trail.files_changed() == ["sub/b.py"]
+    assert (trail.goal, trail.goal_status) == ("ship the parser", "blocked")
 
 
 def test_claude_transcript_gives_the_ask_todos_reads_edit_and_exit_status() -> None:
@@ -147,7 +152,8 @@ def test_paths_patches_and_output_tails() -> None:
 def test_a_trail_round_trips_through_json_and_maps_every_agent_text() -> None:
     trail = Trail("src", "s", "/p", ["ask TOKEN"], [PlanStep("step TOKEN", StepStatus.IN_PROGRESS)],
                   [Action(Kind.COMMAND, "Bash", command="echo TOKEN", exit_code=0, ok=True, output="TOKEN",
-                          reads=("a",), edits=("b",), at="t", call_id="c")], ["screen TOKEN"], ["note"])
+                          reads=("a",), edits=("b",), at="t", call_id="c")], ["screen TOKEN"], ["note"],
+                  goal="goal TOKEN", goal_status="active")
     assert Trail.from_dict(json.loads(json.dumps(trail.as_dict()))) == trail
     masked = trail.mapped(lambda t: t.replace("TOKEN", "***"))
     assert "TOKEN" not in json.dumps(masked.as_dict()) and "TOKEN" in json.dumps(trail.as_dict())

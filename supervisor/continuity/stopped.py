@@ -164,6 +164,8 @@ def section(stopped: Stopped | None) -> Section:
     if stopped.ask:
         where = f" (asked in session {stopped.ask_from})" if stopped.ask_from else ""
         sec.add(f"- the last thing you were asked{where}: {quote(stopped.ask, ASK_CHARS)}", ref)
+    if trail is not None and trail.goal:
+        sec.add(f"- your goal ({trail.goal_status or 'active'}): {quote(trail.goal, 300)}", ref)
     if trail is not None and trail.plan:
         done = sum(1 for s in trail.plan if s.status is StepStatus.COMPLETED)
         where = f", written in session {stopped.plan_from}" if stopped.plan_from else ""

@@ -6,7 +6,8 @@ What Codex 0.169.0 writes there (verified against the fake Responses server):
 * ``response_item`` — each item exactly as sent to or received from the model:
   user ``message`` s (also Codex's own ``<environment_context>`` and
   AGENTS.md messages), ``function_call`` (``exec_command`` with ``{"cmd": ...}``,
-  ``update_plan`` with ``{"plan": [{"step", "status"}]}``), ``custom_tool_call``
+  ``update_plan`` with ``{"plan": [{"step", "status"}]}``, ``create_goal``
+  ``{objective}`` / ``update_goal`` ``{status}``), ``custom_tool_call``
   (``apply_patch`` with the patch as ``input``) and their ``*_output`` items
   (``Process exited with code N`` / ``Exit code: N``);
 * ``event_msg`` ``item_completed`` — the finished items with what Codex knows
@@ -17,8 +18,10 @@ What Codex 0.169.0 writes there (verified against the fake Responses server):
 
 Each tool call becomes one :class:`~.model.Action`, in the order the model
 made them; the completion events refine it (exit status, files).  The plan is
-the newest ``update_plan`` the model sent (kept even when the CLI did not
-offer the tool: it is what the agent said its plan was).  Lines that are not
+the newest ``update_plan`` the model sent, kept even when the CLI refused it:
+it is what the agent said its plan was (0.169.0's TUI offers ``create_goal`` /
+``update_goal`` rather than ``update_plan``, and answers the latter
+``unsupported call``; the goal is kept too).  Lines that are not
 JSON (a torn last line) are skipped.
 """
 
@@ -37,6 +40,7 @@ from .model import Action, Kind, PlanStep, StepStatus, Trail
 
 SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command", "container.exec", "local_shell"})
 PLAN_TOOLS = frozenset({"update_plan"})
+GOAL_TOOLS = frozenset({"create_goal", "update_goal"})
 READ_PARTS = frozenset({"read", "list_files", "search"})
 #: Codex's own user-role messages (not asks).
 SYNTHETIC_USER = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<hook_prompt",
@@ -133,6 +137,12 @@ class _Parser:
                     for s in steps if isinstance(s, dict)]
             if plan:
                 self.trail.plan = [s for s in plan if s.text]
+            self.add(Action(Kind.PLAN, name, at=at, call_id=call_id))
+        elif name in GOAL_TOOLS:
+            if name == "create_goal" and str(args.get("objective") or "").strip():
+                self.trail.goal, self.trail.goal_status = str(args["objective"]).strip(), "active"
+            elif name == "update_goal" and args.get("status") and self.trail.goal is not None:
+                self.trail.goal_status = str(args["status"])
             self.add(Action(Kind.PLAN, name, at=at, call_id=call_id))
         else:
             self.add(Action(Kind.OTHER, name, at=at, call_id=call_id))

@@ -107,6 +107,8 @@ class Trail:
     actions: list[Action] = field(default_factory=list)
     screen: list[str] = field(default_factory=list)  # generic agents: the last lines printed
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
+    goal: str | None = None  # Codex's goal (create_goal), when the agent set one
+    goal_status: str | None = None  # its newest status (update_goal): active, complete, blocked, paused
 
     # -- derived views ----------------------------------------------------------------
     def commands(self, *, reads: bool = False) -> list[Action]:
@@ -140,7 +142,8 @@ class Trail:
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "session": self.session, "cwd": self.cwd, "asks": list(self.asks),
                 "plan": [{"text": s.text, "status": s.status.value} for s in self.plan],
-                "actions": [a.as_dict() for a in self.actions], "screen": list(self.screen), "notes": list(self.notes)}
+                "actions": [a.as_dict() for a in self.actions], "screen": list(self.screen), "notes": list(self.notes),
+                "goal": self.goal, "goal_status": self.goal_status}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trail:
@@ -149,7 +152,8 @@ class Trail:
                    plan=[PlanStep(str(s.get("text", "")), StepStatus.parse(s.get("status")))
                          for s in data.get("plan") or [] if isinstance(s, Mapping)],
                    actions=[Action.from_dict(a) for a in data.get("actions") or [] if isinstance(a, Mapping)],
-                   screen=[str(s) for s in data.get("screen") or []], notes=[str(n) for n in data.get("notes") or []])
+                   screen=[str(s) for s in data.get("screen") or []], notes=[str(n) for n in data.get("notes") or []],
+                   goal=data.get("goal"), goal_status=data.get("goal_status"))
 
     def mapped(self, fn: Callable[[str], str]) -> Trail:
         """The same trail with ``fn`` applied to every text the agent wrote (e.g. secret redaction)."""
@@ -157,7 +161,8 @@ class Trail:
                      plan=[replace(s, text=fn(s.text)) for s in self.plan],
                      actions=[replace(a, command=fn(a.command) if a.command is not None else None, output=fn(a.output))
                               for a in self.actions],
-                     screen=[fn(s) for s in self.screen], notes=list(self.notes))
+                     screen=[fn(s) for s in self.screen], notes=list(self.notes),
+                     goal=fn(self.goal) if self.goal is not None else None, goal_status=self.goal_status)
 
 
 def _unique(items: Iterable[str]) -> list[str]:

@@ -25,7 +25,8 @@ def a_trail(ask: str = "make the parser accept empty input") -> Trail:
         actions=[Action(Kind.READ, "exec_command", command="cat src/core/a.py", reads=("src/core/a.py",), exit_code=0),
                  Action(Kind.COMMAND, "exec_command", command="pytest -q tests/test_parser.py", exit_code=1, ok=False,
                         output="FAILED test_empty"),
-                 Action(Kind.EDIT, "apply_patch", edits=("src/core/a.py",), ok=True)])
+                 Action(Kind.EDIT, "apply_patch", edits=("src/core/a.py",), ok=True)],
+        goal="parse empty input", goal_status="active")
 
 
 def keeper(root: Path, **kw) -> UnitKeeper:
@@ -49,6 +50,7 @@ def test_keep_saves_the_work_writes_the_record_and_the_wakeup_shows_it(repo: Pat
     assert "unit coder, session sess-1, crash at" in section
     assert kept.wip[:12] in section and "agentd wip restore coder 1" in section
     assert "“make the parser accept empty input”" in section
+    assert "- your goal (active): “parse empty input”" in section
     assert "[x] “Read the parser”" in section and "[>] “Fix it”" in section and "1 of 3 steps done" in section
     assert "files you changed (in flight, last changed last): `src/core/a.py`" in section
     assert "`pytest -q tests/test_parser.py` → exit 1 — output ends: “FAILED test_empty”" in section
