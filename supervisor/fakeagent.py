@@ -64,6 +64,9 @@ Commands (typed at the prompt, one per line)
                        directory), print ``wrote PATH``
 ``env NAME``           print the value of environment variable NAME (empty
                        line when unset)
+``run ARGV...``        run a program like an agent's shell tool (argv split
+                       like a shell would, never run through one), print
+                       ``$ ARGV...``, its output, then ``[exit N]``
 ``crash CODE``         exit at once with status CODE
 ``exit``               exit with status 0
 ``sleep S``            be busy for S seconds, then prompt again
@@ -573,6 +576,19 @@ class FakeAgent:
             f.write(text + "\n")
         out(f"wrote {path}\n")
 
+    def cmd_run(self, rest: str) -> None:
+        import shlex
+
+        argv = shlex.split(rest)
+        if not argv:
+            raise ValueError("usage: run PROGRAM [ARGS...]")
+        out(f"$ {shlex.join(argv)}\n")
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=60, check=False)
+        text = proc.stdout.decode(errors="replace")
+        out(text if not text or text.endswith("\n") else text + "\n")
+        out(f"[exit {proc.returncode}]\n")
+
     def cmd_env(self, rest: str) -> None:
         out(os.environ.get(rest.strip(), "") + "\n")
 
@@ -671,6 +687,7 @@ COMMANDS = {
     "work": FakeAgent.cmd_work,
     "write": FakeAgent.cmd_write,
     "env": FakeAgent.cmd_env,
+    "run": FakeAgent.cmd_run,
     "crash": FakeAgent.cmd_crash,
     "exit": FakeAgent.cmd_exit,
     "sleep": FakeAgent.cmd_sleep,

@@ -9,6 +9,7 @@ No process, PTY or file is involved (the memory probe is a fake too).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,11 @@ class FakeDriver:
     def tail(self, n: int) -> str:
         return "last lines of the fake agent"
 
+    trail_value: Any = None  # what the agent's own trail holds (a Trail), or None
+
+    def trail(self) -> Any:
+        return self.trail_value
+
     def reap(self) -> ExitInfo | None:
         return self.exit
 
@@ -201,6 +207,28 @@ class FakeMemory:
         self.autos.append(reason)
 
 
+@dataclass
+class FakeKeeper:
+    """Keeps nothing on disk: records each keep (moment, session, the trail it read) and answers ``wip``."""
+
+    calls: list[tuple[str, str | None, Any]] = field(default_factory=list)
+    wip: str | None = "0123456789abcdef0123456789abcdef01234567"
+    fail: Exception | None = None
+    entered: threading.Event = field(default_factory=threading.Event)  # set when a keep begins
+    gate: threading.Event | None = None  # when given, a keep waits for it (it runs in a thread)
+
+    def keep(self, moment: Any, session: str | None, trail: Callable[[], Any]) -> Any:
+        from supervisor.continuity.keeper import Kept
+
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.fail is not None:
+            raise self.fail
+        self.calls.append((moment.value, session, trail()))
+        return Kept(None, self.wip, (f"kept {session} at {moment.value}",))
+
+
 class FakeRuntime:
     """The daemon as a unit sees it: launches fake drivers, keeps records, queues timers."""
 
@@ -218,6 +246,7 @@ class FakeRuntime:
         self.script: Callable[[FakeDriver], None] = lambda d: None  # set up each new driver
         self.memory_files = FakeMemory()
         self.given_up: list[str] = []
+        self.keeper_fake = FakeKeeper()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -262,6 +291,9 @@ class FakeRuntime:
 
     def memory(self, module: str, env: Any = None) -> FakeMemory:
         return self.memory_files
+
+    def keeper(self, spec: Any, env: Any = None) -> FakeKeeper:
+        return self.keeper_fake
 
 
     async def settle(self, timeout: float = 10.0) -> None:

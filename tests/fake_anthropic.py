@@ -14,6 +14,11 @@ another, so tests can check what the agent was told.
   ``agentd note ... --confirmed`` (a line appended to ``.agent/engram.md``) and
   ``agentd decide ...``; both texts name the request's sequence number
 * the latest user text contains ``RUN: <cmd>``  -> a ``Bash`` tool_use running ``cmd``
+* the latest user text starts with ``TRAIL:``  -> the scripted trail session of
+  tests/trail_scenario.py (``Read`` twice, ``TodoWrite``, a failing ``Bash``, an ``Edit``);
+  the control ``{"checkpoint": "ignore"}`` makes it answer the checkpoint prompt
+  with plain text (nothing written), ``{"cwd": DIR}`` names the agent's working
+  directory (else it is read from the system prompt)
 * otherwise                                     -> ``ECHO: <first line>``
 
 Usage: ``input_tokens`` is ``len(body) // 4`` unless the control says otherwise.
@@ -103,7 +108,10 @@ def reply_for(seq: int, body: dict[str, Any], raw_len: int, control: dict[str, A
     system = json.dumps(body.get("system") or "")
     out: list[dict[str, Any]] = []
     stop = "end_turn"
-    if last and last[-1].get("type") == "tool_result":
+    scripted = trail_reply(seq, body, control)
+    if scripted is not None:
+        out, stop = scripted
+    elif last and last[-1].get("type") == "tool_result":
         content = last[-1].get("content")
         if isinstance(content, list):
             content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
@@ -128,6 +136,60 @@ def reply_for(seq: int, body: dict[str, Any], raw_len: int, control: dict[str, A
         tokens = int(control["input_tokens"])
     usage = {"input_tokens": tokens, "output_tokens": 9, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     return out, stop, usage
+
+
+def _own_text(message: dict[str, Any]) -> str:
+    """A user message's text without Claude Code's ``<system-reminder>`` blocks."""
+    return "\n".join(b.get("text", "") for b in blocks(message.get("content"))
+                     if b.get("type") == "text" and not b.get("text", "").lstrip().startswith("<system-reminder>"))
+
+
+def trail_reply(seq: int, body: dict[str, Any], control: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | None:
+    """The trail scenario's next step (tests/trail_scenario.py), or None when it does not apply."""
+    try:
+        from tests import trail_scenario as ts
+    except ImportError:  # run as a script from anywhere
+        import sys
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import trail_scenario as ts  # type: ignore[no-redef]
+
+    messages = body.get("messages") or []
+    asked = next((i for i in range(len(messages) - 1, -1, -1)
+                  if messages[i].get("role") == "user" and _own_text(messages[i]).strip()), None)
+    if asked is None or not body.get("tools"):
+        return None
+    text = _own_text(messages[asked]).strip()
+    if control.get("checkpoint") == "ignore" and "CHECKPOINT" in text:
+        return [{"type": "text", "text": ts.IGNORED}], "end_turn"
+    if not text.startswith(ts.ASK_MARK):
+        return None
+    done = sum(1 for m in messages[asked + 1:] for b in blocks(m.get("content")) if b.get("type") == "tool_result")
+    step = ts.step(done)
+    cwd = control.get("cwd") or _cwd_from_system(body)
+    tool: tuple[str, dict[str, Any]] | None = None
+    if step.kind == "read":
+        tool = ("Read", {"file_path": os.path.join(cwd, step.path)})
+    elif step.kind == "run":
+        tool = ("Bash", {"command": step.command, "description": "run the parser check"})
+    elif step.kind == "plan":
+        tool = ("TodoWrite", {"todos": [{"content": s, "status": st, "activeForm": s} for s, st in step.plan]})
+    elif step.kind == "edit":
+        tool = ("Edit", {"file_path": os.path.join(cwd, step.path), "old_string": ts.EDIT_OLD, "new_string": ts.EDIT_NEW})
+    if tool is None:
+        return [{"type": "text", "text": ts.DONE}], "end_turn"
+    return [{"type": "tool_use", "id": f"toolu_{seq:04d}", "name": tool[0], "input": tool[1]}], "tool_use"
+
+
+def _cwd_from_system(body: dict[str, Any]) -> str:
+    """The agent's working directory as Claude Code states it ("Primary working directory: ...")."""
+    texts = [b.get("text", "") for b in blocks(body.get("system"))]
+    texts += [b.get("text", "") for m in body.get("messages") or [] for b in blocks(m.get("content"))]
+    for text in texts:
+        found = re.search(r"Primary working directory: *(\S+)", str(text))
+        if found:
+            return found.group(1)
+    return os.getcwd()
 
 
 def sse_events(msg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -15,6 +15,10 @@ reads.  What it answers:
   ``agentd decide "<decision>" --why "..."`` (the decision text is set with
   ``/_control {"decision": ...}``), then, on the follow-up request, a message;
 * ``RUN: <cmd>`` in the latest user message        -> ``exec_command`` with that cmd;
+* a latest user message starting ``TRAIL:``         -> the scripted trail session of
+  tests/trail_scenario.py (reads, a plan, a failing test, an ``apply_patch`` edit);
+  ``/_control {"checkpoint": "ignore"}`` makes it answer the checkpoint prompt with
+  a plain message (no notes written);
 * anything else                                     -> "ECHO: <first line>".
 
 ``usage.input_tokens`` is ``/_control``'s ``input_tokens`` when set, else
@@ -54,6 +58,7 @@ CONTROL: dict[str, Any] = {
     "decision": "Use the fake model for the e2e test",
     "engram": "checkpoint flushed by the fake model",
     "delay": 0.0,
+    "checkpoint": "confirm",  # or "ignore": answer the checkpoint prompt without writing anything
 }
 LOG_PATH: str | None = None
 
@@ -107,6 +112,9 @@ def answer(seq: int, body: dict[str, Any]) -> list[dict[str, Any]]:
     if fmt.get("type") == "json_schema":
         props = (fmt.get("schema") or {}).get("properties") or {}
         return [message(f"msg_{seq}", json.dumps({"title": "Fake task title"}) if "title" in props else "{}")]
+    scripted = trail_answer(seq, body, items, user)
+    if scripted is not None:
+        return scripted
     if last.get("type") in ("function_call_output", "custom_tool_call_output"):
         output = last.get("output")
         if not isinstance(output, str):
@@ -127,6 +135,37 @@ def answer(seq: int, body: dict[str, Any]) -> list[dict[str, Any]]:
         return [shell_call(body, cmd, f"call_{seq}")]
     first = user.strip().splitlines()[0] if user.strip() else ""
     return [message(f"msg_{seq}", f"ECHO: {first[:80]}")]
+
+
+def trail_answer(seq: int, body: dict[str, Any], items: list[dict[str, Any]], user: str) -> list[dict[str, Any]] | None:
+    """The trail scenario's next step (tests/trail_scenario.py), or None when it does not apply."""
+    try:
+        from tests import trail_scenario as ts
+    except ImportError:  # run as a script from anywhere
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import trail_scenario as ts  # type: ignore[no-redef]
+
+    if CONTROL.get("checkpoint") == "ignore" and "CHECKPOINT" in user and body.get("tools"):
+        return [message(f"msg_{seq}", ts.IGNORED)]
+    if not user.startswith(ts.ASK_MARK) or not body.get("tools"):
+        return None
+    asked = max(i for i, item in enumerate(items) if item.get("type") == "message" and item.get("role") == "user")
+    done = sum(1 for item in items[asked:] if item.get("type") in ("function_call_output", "custom_tool_call_output"))
+    step, call = ts.step(done), f"call_{seq}"
+    if step.kind == "read":
+        return [shell_call(body, f"cat {step.path}", call)]
+    if step.kind == "run":
+        return [shell_call(body, step.command, call)]
+    if step.kind == "plan":
+        args = {"explanation": "trail scenario", "plan": [{"step": s, "status": st} for s, st in step.plan]}
+        return [{"type": "function_call", "id": f"fc_{call}", "call_id": call, "name": "update_plan",
+                 "arguments": json.dumps(args)}]
+    if step.kind == "edit":
+        if any(t.get("name") == "apply_patch" and t.get("type") == "custom" for t in body.get("tools") or []):
+            return [{"type": "custom_tool_call", "id": f"ctc_{call}", "call_id": call, "name": "apply_patch",
+                     "input": ts.patch()}]
+        return [shell_call(body, f"apply_patch <<'PATCH'\n{ts.patch()}PATCH", call)]
+    return [message(f"msg_{seq}", ts.DONE)]
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -8,7 +8,7 @@ from typing import Any
 from supervisor.continuity import cycle
 from supervisor.continuity.policy import After, Trigger
 from supervisor.daemon.lifecycle import UnitState
-from tests.daemon_fakes import FakeClock, FakeDriver, FakeMemory
+from tests.daemon_fakes import FakeClock, FakeDriver, FakeKeeper, FakeMemory
 
 
 class FakeHost:
@@ -128,3 +128,42 @@ def test_an_interrupted_checkpoint_is_finished_at_the_next_start() -> None:
     assert record.flush == "auto" and memory.autos == ["the daemon stopped in the middle of a checkpoint"]
     memory.writes = 1  # the agent had written its notes before the daemon died
     assert cycle.finish_interrupted("u", marker, memory, "tail").flush == "verified"
+
+
+class OrderedKeeper(FakeKeeper):
+    """Records whether the old session had been ended when the work was kept."""
+
+    def __init__(self, host: FakeHost) -> None:
+        super().__init__()
+        self.host = host
+        self.ended_before: list[int] = []
+
+    def keep(self, moment, session, trail):  # noqa: ANN001, ANN201
+        self.ended_before.append(self.host.ended)
+        return super().keep(moment, session, trail)
+
+
+def test_the_trail_and_work_are_kept_after_the_flush_and_before_the_session_ends() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    agent.trail_value = "the agent's trail"
+    keeper = OrderedKeeper(host)
+    record = asyncio.run(cycle.run(host, agent, memory, plan(), unit="u", keeper=keeper))  # ignores the prompt
+    assert record.flush == "auto" and record.outcome == "respawned"  # the [auto] path keeps too
+    assert keeper.calls == [("checkpoint", agent.session_id, "the agent's trail")] and keeper.ended_before == [0]
+    assert record.wip == keeper.wip and "keep" in record.steps
+    assert list(record.steps).index("keep") < list(record.steps).index("stop_session")
+
+
+def test_a_stop_keeps_with_its_moment_and_a_failing_keeper_never_stops_the_cycle() -> None:
+    clock, memory = FakeClock(), FakeMemory()
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    keeper = FakeKeeper()
+    stop = cycle.Plan(Trigger.STOP, "write your notes", After.STOP, deadline=60, grace=5, why="scheduled stop")
+    asyncio.run(cycle.run(host, agent, memory, stop, unit="u", keeper=keeper))
+    assert [c[0] for c in keeper.calls] == ["scheduled stop"]
+    broken = FakeKeeper(fail=OSError("disk full"))
+    agent, host = FakeDriver(clock), FakeHost(clock, memory)
+    record = asyncio.run(cycle.run(host, agent, memory, plan(), unit="u", keeper=broken))
+    assert record.outcome == "respawned" and host.ended == 1 and record.wip is None
+    assert "keeping the work failed: OSError: disk full" in record.stopped["notes"]

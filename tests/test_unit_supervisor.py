@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import threading
 from pathlib import Path
 
 import pytest
@@ -334,4 +335,76 @@ def test_a_restart_now_from_backoff_starts_at_once(tmp_path: Path) -> None:
         assert unit.state is UnitState.BACKOFF
         await unit.restart(now=True)
         assert unit.state is UnitState.RUNNING and rt.timers == [] and rt.sessions[-1].why is StartReason.RESTART
+    run(go())
+
+
+def test_a_crash_keeps_the_work_off_the_loop_and_the_restart_waits_for_it(tmp_path: Path) -> None:
+    async def go() -> None:
+        unit, rt, clock = make(tmp_path, NO_WAKEUP + "[restart]\ninitial_delay = 1\n")
+        await unit.start("start")
+        first = unit.driver
+        first.trail_value = "what the agent recorded"
+        rt.keeper_fake.gate = threading.Event()
+        first.dies(signal=9)
+        unit.reap()
+        assert unit.state is UnitState.BACKOFF  # the reaper never waits for the keep
+        assert await asyncio.to_thread(rt.keeper_fake.entered.wait, 10)
+        clock.advance(1)
+        unit.timer_fired()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert unit.state is UnitState.STARTING and len(rt.drivers) == 1  # the new session waits for it
+        rt.keeper_fake.gate.set()
+        await rt.settle()
+        assert unit.state is UnitState.RUNNING and len(rt.drivers) == 2
+        assert rt.keeper_fake.calls == [("crash", first.session_id, "what the agent recorded")]
+        (kept,) = [c for c in rt.cycles if c.trigger == "crash"]
+        assert kept.old_session == first.session_id and kept.wip == rt.keeper_fake.wip
+        assert kept.outcome == "agent exited: signal SIGKILL" and kept.flush == "skipped"
+    run(go())
+
+
+def test_stop_and_restart_now_keep_the_work_after_the_session_ended(tmp_path: Path) -> None:
+    async def go() -> None:
+        unit, rt, _ = make(tmp_path)
+        await unit.start("start")
+        first = unit.driver
+        await unit.restart(now=True)
+        second = unit.driver
+        await unit.stop("stop command", checkpoint=False)
+        assert [(c[0], c[1]) for c in rt.keeper_fake.calls] == [("restart", first.session_id), ("stop", second.session_id)]
+        assert first.ended == [False] and second.ended == [False]
+        assert [c.outcome for c in rt.cycles] == ["stopped at once: restart command", "stopped at once: stop command"]
+    run(go())
+
+
+def test_a_failing_keep_is_noted_and_never_stops_the_restart(tmp_path: Path) -> None:
+    async def go() -> None:
+        unit, rt, clock = make(tmp_path, NO_WAKEUP + "[restart]\ninitial_delay = 1\n")
+        rt.keeper_fake.fail = RuntimeError("git is gone")
+        await unit.start("start")
+        unit.driver.dies(code=1)
+        unit.reap()
+        clock.advance(1)
+        unit.timer_fired()
+        await rt.settle()
+        assert unit.state is UnitState.RUNNING and len(rt.drivers) == 2
+        assert not [c for c in rt.cycles if c.trigger == "crash"]  # nothing saved: nothing to name in history
+        rt.keeper_fake.fail, rt.keeper_fake.wip = None, None
+        await unit.stop("stop command", checkpoint=False)
+        assert rt.keeper_fake.calls[-1][0] == "stop" and not rt.cycles  # kept, but no WIP: logged only
+    run(go())
+
+
+def test_a_scope_revert_keeps_the_running_sessions_work_first(tmp_path: Path) -> None:
+    async def go() -> None:
+        from supervisor.scope.guard import ScopeGuard
+        from supervisor.scope.rules import Violation
+
+        unit, rt, _ = make(tmp_path)
+        await unit.start("start")
+        guard = ScopeGuard(tmp_path, tmp_path / "state", units=None, post=lambda _p: None, spawn=rt.spawn)  # type: ignore[arg-type]
+        await guard.act(unit, Violation("outside.txt", "outside the scope", "scope"), "busy", action="revert")
+        assert rt.keeper_fake.calls == [("scope revert", unit.driver.session_id, None)]
+        assert rt.cycles[-1].trigger == "scope revert" and rt.cycles[-1].outcome == "kept before reverting outside.txt"
     run(go())

@@ -19,6 +19,8 @@ An :class:`Adapter` knows, for one kind of agent:
   transcript);
 * how to leave cleanly (:meth:`Adapter.quit`: a quit command, then EOF; the
   daemon sends signals to the process group after that).
+* what the agent recorded of its own work (:meth:`Adapter.trail`: its asks,
+  plan and tool calls, read from its own files; :mod:`supervisor.trail`).
 
 The daemon drives adapters (through :class:`supervisor.adapters.driver.Driver`);
 adapters never start processes or timers of their own, so each can be tested
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
+    from ..trail.model import Trail
     from ..config.settings import Settings
     from ..config.units import UnitSpec
 
@@ -302,6 +305,11 @@ class Adapter(ABC):
         keeps no such trail, and agentd reads "Permission denied" messages in the transcript
         instead (:func:`supervisor.scope.allowset.denied_paths`).  agentd keeps those outside the
         session's fence: each is a violation known with certainty.  Default: None."""
+    def trail(self, session: Session) -> Trail | None:
+        """What ``session``'s agent recorded of its own work (:class:`~supervisor.trail.model.Trail`:
+        its asks, its plan, every tool call), read from the agent's own files; None when this kind
+        keeps none.  Blocking (reads files): the daemon calls it in a thread, also after the
+        session ended.  Default: None."""
         return None
 
     def state_dir(self, session_id: str) -> Path:

@@ -253,6 +253,17 @@ class ClaudeAdapter(Adapter):
             return ContextFigure(used=0, window=window, exact=False, source="claude transcript (no reply yet)")
         return ContextFigure(used=used, window=window, exact=True, source=run.meter.source)
 
+    def trail(self, session: Session) -> Any:
+        """The session's transcript, parsed (:func:`supervisor.trail.claude.read_transcript`); None
+        before it exists.  Reads only: the adapter's own state is left as it is."""
+        from ..trail.claude import read_transcript
+
+        run = self._runs.get(session.session_id)
+        path = run.meter.path if run is not None else None
+        if path is None or not path.exists():
+            return None
+        return read_transcript(path, str(self.settings.project_root.resolve()))
+
     def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[Meaning]:
         run = self._runs.get(session.session_id)
         if run is None:

@@ -379,6 +379,16 @@ class CodexAdapter(Adapter):
             return ContextFigure(used=0, window=window, exact=False, source=f"codex: no token_count yet in {rollout.path.name}")
         return ContextFigure(used=rollout.last_total, window=window, exact=True, source=f"codex rollout {rollout.path.name}")
 
+    def trail(self, session: Session) -> Any:
+        """The session's rollout, parsed (:func:`supervisor.trail.codex.read_rollout`); None before its
+        rollout is known.  Reads only: the adapter's own state is left as it is."""
+        from ..trail.codex import read_rollout
+
+        state = self._sessions.get(session.session_id)
+        if state is None or state.rollout is None or not state.rollout.path.exists():
+            return None
+        return read_rollout(state.rollout.path, str(self.settings.project_root.resolve()))
+
     def failure(self, session: Session) -> str | None:
         """Why the session cannot go on (the model server is unreachable), or None."""
         rollout = self._state(session).find_rollout()

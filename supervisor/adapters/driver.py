@@ -166,6 +166,10 @@ class Driver:
         except OSError:
             return ""
 
+    def trail(self) -> Any:
+        """The agent's own trail of this session (the adapter's, blocking: run it in a thread), or None."""
+        return self.adapter.trail(self.session)
+
     def on_agent_event(self, event: Mapping[str, Any]) -> list[Meaning]:
         """An event from the agent itself; a turn end goes to the watcher here."""
         meanings = self.adapter.on_agent_event(self.session, event)

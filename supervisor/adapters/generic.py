@@ -36,6 +36,7 @@ from .base import Adapter, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
+    from ..trail.model import Trail
 
 __all__ = ["DEBOUNCE", "DEFAULT_QUIET", "QUIT_PAUSE", "WAKEUP_ENV", "WAKEUP_FILE", "GenericAdapter", "ScreenWatcher"]
 
@@ -48,6 +49,8 @@ QUIT_PAUSE = 1.0
 WAKEUP_FILE = "wakeup.md"
 WAKEUP_ENV = "AGENTD_WAKEUP_FILE"
 ENTER = b"\r"
+#: How much of the clean transcript's end the generic trail reads.
+TRAIL_BYTES = 8000
 EOF_KEY = b"\x04"
 
 
@@ -153,6 +156,13 @@ class GenericAdapter(Adapter):
             agent.quiet,
             size=lambda: (session.rows, session.cols),
         )
+
+    def trail(self, session: Session) -> Trail | None:
+        """What the screen showed: the last lines and the commands seen (:func:`~supervisor.trail.generic.screen_trail`)."""
+        from ..trail.generic import screen_trail
+
+        prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None
+        return screen_trail(session.transcript.tail(TRAIL_BYTES), prompt=prompt)
 
     def context(self, session: Session) -> ContextFigure:
         return ContextFigure(

@@ -131,9 +131,11 @@ def render_history(records: list[dict]) -> str:
             rec.get("flush"),
             visible(rec.get("outcome")),
             f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
+            (rec.get("wip") or "-")[:12],
             steps,
         ])
-    return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "STEPS"])
+    return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS",
+                                   "WIP", "STEPS"])
 
 
 def render_violations(records: list[dict]) -> str:

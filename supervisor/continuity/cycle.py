@@ -10,6 +10,9 @@
    (engram, decision logs, task), until the deadline, plus a short grace for
    files written just after the turn;
 4. verify; when nothing changed, write an ``[auto]`` checkpoint so nothing is lost;
+   then keep the agent's trail and its uncommitted work (a WIP commit) for the
+   next wakeup's "Where you stopped", whether or not it wrote anything
+   (:mod:`.keeper`; best effort, never a reason to stop);
 5. quit the old session (the adapter's quit keys, then its whole tree ends);
 6. then either stop, or start a fresh session whose first message is the
    wakeup (:func:`deliver_wakeup` types it when the adapter did not already
@@ -30,6 +33,7 @@ from typing import Any, Protocol
 
 from ..adapters.base import ContextFigure
 from ..daemon.lifecycle import UnitState
+from .keeper import Keeper, keep, moment_for
 from .policy import After, Trigger
 from .records import CycleRecord
 
@@ -52,6 +56,7 @@ class Agent(Protocol):
     async def wait_ready(self, deadline: float, activity: Callable[[str], None] = ...) -> bool: ...
     def context(self) -> ContextFigure | None: ...
     def tail(self, n_bytes: int) -> str: ...
+    def trail(self) -> Any: ...  # the agent's own Trail, or None (blocking)
 
 
 class Memory(Protocol):
@@ -107,7 +112,8 @@ class Plan:
     why: str | None = None  # for a stop: the reason shown when the unit is inactive
 
 
-async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str) -> CycleRecord:
+async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str,
+              keeper: Keeper | None = None) -> CycleRecord:
     """The protocol (module docstring); returns the record (the caller appends it to history)."""
     clock = host.clock
     record = CycleRecord(unit=unit, trigger=plan.trigger.value, old_session=agent.session_id)
@@ -172,6 +178,12 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
             record.flush = "failed"
             record.notes.append(f"auto-checkpoint failed: {exc}")
     record.step("verify", t, clock())
+    if keeper is not None:
+        t = clock()
+        host.set_activity("keeping the agent's trail and its uncommitted work")
+        kept = await keep(keeper, moment_for(plan.trigger, plan.why), agent.session_id, agent.trail)
+        record.wip, record.stopped = kept.wip, kept.summary()
+        record.step("keep", t, clock())
 
     t = clock()
     host.set_activity("stopping the old session")

@@ -31,6 +31,8 @@ class CycleRecord:
     outcome: str = "running"  # respawned | stopped | failed: ...
     steps: dict[str, float] = field(default_factory=dict)  # step -> seconds
     notes: list[str] = field(default_factory=list)
+    wip: str | None = None  # the WIP commit that saved the old session's uncommitted work
+    stopped: dict[str, Any] | None = None  # where the old session stopped (Stopped.summary())
 
     def step(self, name: str, started: float, now: float) -> None:
         """Record that step ``name`` took from ``started`` to ``now`` (monotonic seconds)."""

@@ -5,6 +5,10 @@ Sections, in the order they are printed:
 1. the task and the state at interruption: the module's own
    (``tasks/<module>.md``) and the global one (``current-task.md``)
 2. hard constraints (never trimmed)
+2a. where the agent stopped: the ask, the plan, the files in flight, the last
+   commands and how they ended, what was uncommitted and the WIP commit, from
+   the agent's own trail (:mod:`.stopped`; kept by the daemon at each
+   checkpoint and crash)
 3. the latest decisions of the module and the global log, merged by time
 4. the snapshot of the module's latest decision
 5. the module's file tree (scope globs, first 30 files)
@@ -56,6 +60,7 @@ from ..memory.sync import read_record
 from ..memory.task import read_task
 from ..session.redact import redact_text
 from ..tokens import estimate_tokens
+from . import stopped as stopped_state
 from .briefing import Section, cut_text, fit, item_cap, render
 
 __all__ = ["TRIM_ORDER", "Wakeup", "build_wakeup", "cut_text", "item_cap", "run_wakeup_command", "unit_wakeup"]
@@ -78,6 +83,7 @@ TRIM_ORDER = (
     "tree",
     "hypotheses",
     "snapshot",
+    "stopped",
     "facts",
     "confirmed",
     "decisions",
@@ -380,8 +386,10 @@ def build_wakeup(
     budget: int = DEFAULT_BUDGET,
     *,
     decision_count: int = DEFAULT_DECISIONS,
+    unit: str | None = None,
 ) -> Wakeup:
-    """Build the briefing for ``module`` (None: global) within ``budget`` tokens."""
+    """Build the briefing for ``module`` (None: global) within ``budget`` tokens; "Where you stopped"
+    is ``unit``'s (None: the newest of the module's units)."""
     paths = AgentPaths(Path(root))
     module = validate_module(module)
     if budget <= 0:
@@ -395,6 +403,7 @@ def build_wakeup(
 
     task_sec, task_text = _task_section(paths, module, warnings)
     constraints = _constraints_section(paths, warnings)
+    stop_sec = stopped_state.section(stopped_state.load(paths.root, unit, module))
     dec_sec, latest = _decisions_section(paths, module, decision_count, warnings)
     snap_sec = _snapshot_section(paths, module, latest, scope)
     tree_sec = _tree_section(paths, scope, "")
@@ -405,13 +414,13 @@ def build_wakeup(
     sync_sec = _sync_section(paths, module, warnings)
     warnings = list(dict.fromkeys(warnings))
     warn_sec = Section("warnings", "Warnings", list(warnings))
-    sections = [task_sec, constraints, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec,
+    sections = [task_sec, constraints, stop_sec, dec_sec, snap_sec, tree_sec, *engram_secs, fact_sec, summary_sec, back_sec,
                 warn_sec, *([sync_sec] if sync_sec else [])]
 
     header = f"# Wakeup briefing: module {module or 'global'}"
     untrimmed = estimate_tokens(render(header, sections))
     full_cmd = _q([*full_args, "--budget", str(max(untrimmed * 2, budget))])
-    for s in (task_sec, tree_sec, summary_sec, warn_sec):
+    for s in (task_sec, tree_sec, summary_sec, warn_sec, stop_sec):
         s.restore = full_cmd
     header += f" (budget {budget} tokens; tokens estimated as 4 ASCII chars or 1 other char each)"
     text = fit(header, sections, budget, TRIM_ORDER)
@@ -462,7 +471,7 @@ def unit_wakeup(spec: UnitSpec, root: Path) -> Wakeup:
     if spec.wakeup.command:
         text = redact_text(run_wakeup_command(root, list(spec.wakeup.command)), env)
         return Wakeup(text, estimate_tokens(text), spec.wakeup.budget, source=" ".join(spec.wakeup.command))
-    wake = build_wakeup(root, spec.module, list(spec.scope.paths), spec.wakeup.budget)
+    wake = build_wakeup(root, spec.module, list(spec.scope.paths), spec.wakeup.budget, unit=spec.name)
     if env:
         text = redact_text(wake.text, env)
         if text != wake.text:

@@ -32,6 +32,8 @@ from ..adapters.driver import Driver, launch
 from ..config.check import load_project_units
 from ..config.settings import Settings
 from ..continuity.cycle import ModuleMemory
+from ..continuity.keeper import UnitKeeper
+from ..continuity.policy import checkpoint_prompt
 from ..config.units import UnitError, UnitSpec, start_order
 from ..continuity.records import CycleRecord, SessionRecord, StartReason, append_history, append_session
 from ..control.server import ControlServer
@@ -204,6 +206,11 @@ class Arbiter:
 
     def memory(self, module: str, env: Mapping[str, str] | None = None) -> ModuleMemory:
         return ModuleMemory(self.root, module, env)
+
+    def keeper(self, spec: UnitSpec, env: Mapping[str, str] | None = None) -> UnitKeeper:
+        """What keeps a session's trail and uncommitted work (continuity/keeper.py)."""
+        return UnitKeeper(self.root, spec.name, spec.module, spec.scope.paths, env=env or spec.agent.env,
+                          prompt=checkpoint_prompt(spec))
 
     def record_session(self, record: SessionRecord) -> None:
         self.spawn(asyncio.to_thread(append_session, self.settings.state_path, record))

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..adapters.driver import Driver
+    from ..config.units import UnitSpec
     from ..continuity.cycle import Memory
+    from ..continuity.keeper import Keeper
     from ..continuity.records import CycleRecord, SessionRecord
 
 
@@ -38,3 +40,4 @@ class Runtime(Protocol):
     def record_cycle(self, record: CycleRecord) -> None: ...
     def record_session(self, record: SessionRecord) -> None: ...
     def memory(self, module: str, env: Mapping[str, str] | None = None) -> Memory: ...
+    def keeper(self, spec: UnitSpec, env: Mapping[str, str] | None = None) -> Keeper: ...

@@ -41,6 +41,7 @@ from ..continuity.wakeup import Wakeup, unit_wakeup
 from ..schedule import UsageLimit, usage_limit
 from ..session.process import ExitInfo
 from .conversation import Conversation
+from .keeping import WorkKeeping
 from .runtime import Runtime
 from .watch import SessionWatch
 from .lifecycle import GiveUp, Restart, RestartConfig, RestartTracker, StayDown, UnitState, check_transition
@@ -97,6 +98,7 @@ class UnitSupervisor:
         self._changed = asyncio.Event()
         self.talk = Conversation(self)
         self.watch = SessionWatch(self)
+        self.keeping = WorkKeeping(self)  # the trail and the uncommitted work of a session that ended
         self._start_reason = StartReason.START
 
     # ------------------------------------------------------------------ basics
@@ -220,6 +222,7 @@ class UnitSupervisor:
     async def _fresh_session(self, why: str) -> str | None:
         """Build the wakeup, launch a session, begin delivering the wakeup; the problem, or None."""
         wake: Wakeup | None = None
+        await self.keeping.settled()  # the session before this one is kept first: its wakeup shows it
         if self.spec.wakeup.on_start:
             try:
                 wake = await asyncio.to_thread(unit_wakeup, self.spec, self.rt.root)
@@ -277,6 +280,7 @@ class UnitSupervisor:
             return
         uptime = driver.uptime
         limit = usage_limit(driver.tail(3000))
+        self.keeping.after_exit(driver, f"agent exited: {exit.describe()}")
         self._session_exited()
         if limit is not None:
             self._wait_usage_limit(limit)
@@ -387,7 +391,9 @@ class UnitSupervisor:
 
     async def _stop_at_once(self, why: str) -> None:
         self.set_state(UnitState.STOPPING, why)
+        driver = self.driver
         await self._end_session(graceful=False)
+        await self.keeping.ended(driver, why)
         self.stopped(why)
 
     async def restart(self, now: bool = False) -> None:
@@ -443,7 +449,8 @@ class UnitSupervisor:
         log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
                  context=self.context.as_dict() if self.context else None)
         try:
-            record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name)
+            record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name,
+                                     keeper=self.rt.keeper(self.spec, driver.env))
         finally:
             self.activity = None
             self.checkpoint_marker = None
@@ -485,7 +492,9 @@ class UnitSupervisor:
         log.warning("usage_limit", unit=self.name, line=limit.line,
                     reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
         self.set_state(UnitState.STOPPING, f"usage limit: {limit.line}")
+        driver = self.driver
         await self._end_session(graceful=True)
+        await self.keeping.ended(driver, f"usage limit: {limit.line}", usage_limit=True)
         self._wait_usage_limit(limit)
 
     def _wait_usage_limit(self, limit: UsageLimit) -> None:

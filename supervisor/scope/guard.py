@@ -59,6 +59,7 @@ class Offender(Protocol):
 
     name: str
     violations: int
+    keeping: Any  # daemon.keeping.WorkKeeping: the unit's work is kept (a WIP commit) before a revert
 
     def session_id(self) -> str | None: ...
     def warn(self, text: str) -> Any: ...
@@ -239,6 +240,7 @@ class ScopeGuard:
             done = "refused by the kernel: nothing was written"
             action = "warn" if action == "revert" else action
         elif action == "revert":
+            await unit.keeping.before_revert(violation.path)  # best effort, never raises
             snapshot = await asyncio.to_thread(latest_snapshot, self.root)
             try:
                 done = await asyncio.to_thread(revert, self.root, violation.path, snapshot, self.state_dir / "quarantine")

@@ -173,9 +173,9 @@ def _section_was_empty(text: str, key: str) -> bool:
     title = {"backtrack": "## Backtrack", "summary": "## Recent summary", "tree": "## Module files",
              "hypotheses": "## Engram: hypotheses", "snapshot": "## Snapshot", "facts": "## Facts",
              "confirmed": "## Engram: confirmed", "decisions": "## Latest decisions", "warnings": "## Warnings",
-             "task": "## Current task"}[key]
+             "task": "## Current task", "stopped": "## Where you stopped"}[key]
     body = text.split(title)[1].split("\n## ")[0]
-    return body.strip().endswith("(none)") or body.strip().endswith("(no snapshot recorded)")
+    return body.strip().endswith(("(none)", "(no snapshot recorded)", "(no record of an earlier session)"))
 
 
 @pytest.fixture

@@ -1,0 +1,168 @@
+"""Keep what a session leaves behind: its trail and its uncommitted work, whatever ended it.
+
+The daemon calls a :class:`Keeper` at each moment a session ends (a
+checkpoint, a crash, a stop, a restart, a scope revert, a scheduled stop),
+whether or not the agent cooperated.  :class:`UnitKeeper`, the real one:
+
+1. reads the agent's own trail (the adapter's ``trail()``: Codex's rollout,
+   Claude Code's transcript, a generic agent's screen), redacting secrets;
+2. saves the scope's uncommitted files as a WIP commit
+   (:func:`~supervisor.memory.wip.save_wip`; HEAD, the index and the work
+   tree untouched);
+3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped".
+
+Each step that fails is a note in the result, never an exception: keeping is
+best effort and must never stop a cycle, a restart or a stop.  Blocking (git,
+file reads): the daemon runs it in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..session.redact import redact_text
+from .policy import Trigger
+from ..trail.model import Trail
+from . import stopped as store
+from .stopped import Stopped
+
+#: What agentd itself types starts like this; such messages are not the agent's ask.
+AGENTD_PREFIXES = ("# Wakeup briefing", "CHECKPOINT requested by agentd", "agentd started this session from a briefing",
+                   "agentd: ", "global decision recorded: ")
+
+
+#: The most of one ask that is kept (the wakeup shows less).
+ASK_KEEP = 4000
+
+
+class Moment(str, enum.Enum):
+    """Why a session's work is kept now."""
+
+    CHECKPOINT = "checkpoint"
+    CRASH = "crash"
+    STOP = "stop"
+    RESTART = "restart"
+    REVERT = "scope revert"
+    SCHEDULED_STOP = "scheduled stop"
+    USAGE_LIMIT = "usage limit"
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What one keep did: the record written (None if it could not be), the WIP commit, notes."""
+
+    stopped: Stopped | None
+    wip: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any] | None:
+        """For the cycle's history entry."""
+        if self.stopped is None:
+            return {"notes": list(self.notes)} if self.notes else None
+        return self.stopped.summary()
+
+
+class Keeper(Protocol):
+    """Keeps a session's trail and work (blocking; the daemon runs it in a thread)."""
+
+    def keep(self, moment: Moment, session: str | None, trail: Callable[[], Trail | None]) -> Kept: ...
+
+
+def moment_for(trigger: Trigger, why: str | None = None) -> Moment:
+    """The moment a cycle's (or a stop's) keep happens at, from its trigger and the reason given."""
+    text = (why or "").lower()
+    if text.startswith("scheduled"):
+        return Moment.SCHEDULED_STOP
+    if trigger is Trigger.RESTART or text.startswith("restart"):
+        return Moment.RESTART
+    if trigger is Trigger.STOP:
+        return Moment.STOP
+    return Moment.CHECKPOINT
+
+
+async def keep(keeper: Keeper, moment: Moment, session: str | None, trail: Callable[[], Trail | None]) -> Kept:
+    """Run ``keeper`` in a thread; whatever goes wrong is a note in the result, never an exception."""
+    try:
+        return await asyncio.to_thread(keeper.keep, moment, session, trail)
+    except Exception as exc:  # noqa: BLE001 - keeping is best effort: the caller goes on
+        return Kept(None, None, (f"keeping the work failed: {type(exc).__name__}: {exc}",))
+
+
+class UnitKeeper:
+    """The :class:`Keeper` of one unit in the project at ``root`` (see the module docstring)."""
+
+    def __init__(self, root: Path, unit: str, module: str, scope: Sequence[str], *,
+                 env: Mapping[str, str] | None = None, prompt: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.root, self.unit, self.module, self.scope = Path(root), unit, module, list(scope)
+        self.env = env  # the unit's environment: its secret values are redacted from what is kept
+        self.prompt = prompt  # the unit's checkpoint prompt (agentd's, not an ask)
+        self.clock = clock
+
+    def agentd_text(self, text: str) -> bool:
+        """True for a message agentd typed (its wakeup, its checkpoint prompt, its notices)."""
+        head = text.lstrip()
+        if head.startswith(AGENTD_PREFIXES):
+            return True
+        return bool(self.prompt) and head[:80] == self.prompt.lstrip()[:80]
+
+    def keep(self, moment: Moment, session: str | None, trail: Callable[[], Trail | None]) -> Kept:
+        from ..memory.wip import WipError, save_wip
+
+        notes: list[str] = []
+        found: Trail | None = None
+        try:
+            found = trail()
+        except Exception as exc:  # noqa: BLE001 - a trail we cannot read is a note, not a failure
+            notes.append(f"could not read the agent's trail: {type(exc).__name__}: {exc}")
+        if found is not None:
+            found = found.mapped(lambda text: redact_text(text, self.env))
+            found.asks = [a[:ASK_KEEP] for a in found.asks if not self.agentd_text(a)]  # not agentd's wakeups
+            notes.extend(found.notes)
+        wip = None
+        try:
+            wip = save_wip(self.root, self.unit, self.scope, moment=moment.value, session=session)
+        except WipError as exc:
+            notes.append(f"no WIP commit: {exc}")
+        except Exception as exc:  # noqa: BLE001 - never let a git problem stop the caller
+            notes.append(f"no WIP commit: {type(exc).__name__}: {exc}")
+        record = Stopped(unit=self.unit, module=self.module, session=session, moment=moment.value,
+                         time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())), trail=found,
+                         wip=wip.as_dict() if wip else None,
+                         uncommitted=[c.describe() for c in wip.changes] + ([f"... {wip.more} more"] if wip and wip.more else [])
+                         if wip else [], stat=wip.stat if wip else "", notes=notes)
+        self._carry(record)
+        try:
+            store.save(self.root, record)
+        except OSError as exc:
+            notes.append(f"could not write the record of where the agent stopped: {exc}")
+            return Kept(None, wip.commit if wip else None, tuple(notes))
+        return Kept(record, wip.commit if wip else None, tuple(notes))
+
+    def _carry(self, record: Stopped) -> None:
+        """The ask and the plan of an earlier session, when this one had none of its own (e.g. it
+        was killed right after its wakeup)."""
+        trail = record.trail
+        record.ask = trail.last_ask(self.agentd_text) if trail is not None else None  # redacted with the trail
+        if record.ask is not None and trail is not None and trail.plan:
+            return
+        try:
+            before = store.load(self.root, self.unit)
+        except Exception:  # noqa: BLE001 - nothing to carry
+            return
+        if before is None:
+            return
+        if record.ask is None and before.ask:
+            record.ask, record.ask_from = before.ask, before.ask_from or before.session
+        if before.trail is not None and before.trail.plan:
+            if record.trail is None:
+                record.trail = Trail(source="no trail of this session")
+            if not record.trail.plan:
+                record.trail.plan = list(before.trail.plan)
+                record.plan_from = before.plan_from or before.session

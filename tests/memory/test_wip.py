@@ -1,0 +1,163 @@
+"""WIP commits with real git: every kind of change is saved, and nothing of the checkout moves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, restore_wip, save_wip, thin
+from tests.memory.conftest import git
+
+SCOPE = ["src/core/**"]
+
+
+def checkout_state(root: Path) -> tuple[str, str, str]:
+    """What a save must leave exactly as it was: status (v2, with untracked), HEAD, the index file's bytes."""
+    status = git(root, "status", "--porcelain=v2", "--untracked-files=all")
+    head = git(root, "rev-parse", "HEAD").strip()
+    index = hashlib.sha256((root / ".git" / "index").read_bytes()).hexdigest()
+    return status, head, index
+
+
+def mixed_changes(root: Path) -> None:
+    """Modified, deleted, renamed (staged), binary, untracked, staged-new, and one change out of scope."""
+    core = root / "src" / "core"
+    (core / "a.py").write_text("one = 1\ntwo = 22\nthree = 3\n")
+    (core / "data.bin").write_bytes(bytes(range(256)) * 4)
+    git(root, "add", "src/core/data.bin")
+    git(root, "commit", "-q", "-m", "binary")
+    (core / "data.bin").write_bytes(b"\x00\xff" * 300)  # binary, modified
+    (core / "gone.py").write_text("x = 1\n")
+    git(root, "add", "src/core/gone.py")
+    git(root, "commit", "-q", "-m", "gone")
+    git(root, "mv", "src/core/b.py", "src/core/b_renamed.py")  # renamed (staged)
+    (core / "gone.py").unlink()  # deleted, not staged
+    (core / "new.py").write_text("new = True\n")  # untracked
+    (core / "staged.py").write_text("staged = 1\n")
+    git(root, "add", "src/core/staged.py")  # new, staged
+    (root / "src" / "ui.ts").write_text("changed outside the scope\n")
+    (root / ".gitignore").write_text("*.log\n")
+    (core / "debug.log").write_text("ignored\n")
+
+
+def tree_files(root: Path, commit: str) -> dict[str, str]:
+    out = git(root, "ls-tree", "-r", commit)
+    return {line.split("\t")[1]: line.split()[2] for line in out.splitlines()}
+
+
+def test_save_keeps_every_kind_of_change_and_touches_nothing(repo: Path) -> None:
+    mixed_changes(repo)
+    before = checkout_state(repo)
+    files_before = {p: p.read_bytes() for p in (repo / "src").rglob("*") if p.is_file()}
+    wip = save_wip(repo, "core", SCOPE, moment="crash", session="s-1")
+    assert wip is not None
+    assert checkout_state(repo) == before  # work tree, HEAD and index exactly as they were
+    assert {p: p.read_bytes() for p in (repo / "src").rglob("*") if p.is_file()} == files_before
+    assert git(repo, "rev-parse", wip.ref).strip() == wip.commit and wip.ref == f"{REF_ROOT}/core/1"
+    assert git(repo, "rev-parse", f"{wip.commit}^").strip() == before[1]  # its parent is HEAD
+    saved = tree_files(repo, wip.commit)
+    assert "src/core/gone.py" not in saved and "src/core/b.py" not in saved
+    assert {"src/core/new.py", "src/core/staged.py", "src/core/b_renamed.py", "src/core/data.bin"} <= set(saved)
+    assert "src/core/debug.log" not in saved  # ignored files stay out
+    assert git(repo, "show", f"{wip.commit}:src/core/a.py") == "one = 1\ntwo = 22\nthree = 3\n"
+    assert subprocess.run(["git", "show", f"{wip.commit}:src/core/data.bin"], cwd=repo, capture_output=True,
+                          check=True).stdout == b"\x00\xff" * 300
+    assert git(repo, "show", f"{wip.commit}:src/ui.ts") == "export const ui = 1;\n"  # out of scope: HEAD's
+    changes = {c.describe() for c in wip.changes}
+    assert changes == {"M src/core/a.py", "M src/core/data.bin", "R src/core/b.py -> src/core/b_renamed.py",
+                       "D src/core/gone.py", "A src/core/new.py", "A src/core/staged.py"}
+    assert "6 files changed" in wip.stat
+    # the commit names the unit, session and moment; `list` reads it back
+    [listed] = list_wips(repo)
+    assert (listed.unit, listed.number, listed.commit, listed.moment, listed.session) == ("core", 1, wip.commit, "crash", "s-1")
+    assert {c.describe() for c in listed.changes} == changes and listed.base == before[1]
+
+
+def test_nothing_to_save_and_the_same_work_twice(repo: Path) -> None:
+    assert changed_paths(repo, SCOPE) == [] and save_wip(repo, "core", SCOPE, moment="stop") is None
+    (repo / "src" / "ui.ts").write_text("outside\n")
+    assert save_wip(repo, "core", SCOPE, moment="stop") is None  # only out-of-scope changes
+    (repo / "src" / "core" / "a.py").write_text("changed\n")
+    first = save_wip(repo, "core", SCOPE, moment="crash")
+    again = save_wip(repo, "core", SCOPE, moment="crash")  # a crash loop saves the same work once
+    assert first is not None and again is not None and again.commit == first.commit
+    assert len(list_wips(repo, "core")) == 1
+    (repo / "src" / "core" / "a.py").write_text("changed again\n")
+    assert save_wip(repo, "core", SCOPE, moment="crash").number == 2
+
+
+def test_old_refs_are_thinned_to_the_newest(repo: Path) -> None:
+    for i in range(5):
+        (repo / "src" / "core" / "a.py").write_text(f"v{i}\n")
+        save_wip(repo, "core", SCOPE, moment="checkpoint", keep=3)
+    assert [w.number for w in list_wips(repo, "core")] == [3, 4, 5]
+    assert thin(repo, "core", 1) == [3, 4] and [w.number for w in list_wips(repo, "core")] == [5]
+
+
+def test_restore_refuses_local_changes_unless_forced(repo: Path) -> None:
+    mixed_changes(repo)
+    wip = save_wip(repo, "core", SCOPE, moment="stop")
+    assert wip is not None
+    git(repo, "reset", "-q", "--hard")
+    git(repo, "clean", "-qfd", "src")
+    assert not (repo / "src" / "core" / "new.py").exists()
+    (repo / "src" / "core" / "a.py").write_text("a local edit\n")
+    with pytest.raises(WipError, match=r"local changes would be overwritten: src/core/a.py.*--force"):
+        restore_wip(repo, find_wip(repo, "core"))
+    assert (repo / "src" / "core" / "a.py").read_text() == "a local edit\n"  # nothing written
+    head, index = git(repo, "rev-parse", "HEAD"), (repo / ".git" / "index").read_bytes()
+    applied = restore_wip(repo, find_wip(repo, "core", 1), force=True)
+    assert {c.path for c in applied} >= {"src/core/a.py", "src/core/new.py", "src/core/b_renamed.py"}
+    assert (repo / "src" / "core" / "a.py").read_text() == "one = 1\ntwo = 22\nthree = 3\n"
+    assert (repo / "src" / "core" / "new.py").read_text() == "new = True\n"
+    assert (repo / "src" / "core" / "data.bin").read_bytes() == b"\x00\xff" * 300
+    assert not (repo / "src" / "core" / "b.py").exists() and not (repo / "src" / "core" / "gone.py").exists()
+    assert git(repo, "rev-parse", "HEAD") == head and (repo / ".git" / "index").read_bytes() == index
+
+
+def test_a_repository_without_a_commit_and_a_project_outside_git(repo: Path, plain: Path, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    (fresh / "src").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(fresh))
+    (fresh / "src" / "m.py").write_text("m = 1\n")
+    wip = save_wip(fresh, "u", ["src/**"], moment="crash")
+    assert wip is not None and wip.base is None and git(fresh, "show", f"{wip.commit}:src/m.py") == "m = 1\n"
+    assert not (fresh / ".git" / "index").exists()  # the real index was never written
+    with pytest.raises(WipError, match="not in a git work tree"):
+        save_wip(plain, "u", ["src/**"], moment="crash")
+    with pytest.raises(WipError, match="not valid"):
+        save_wip(repo, "../x", SCOPE, moment="crash")
+    with pytest.raises(WipError, match="has no WIP"):
+        find_wip(repo, "core")
+
+
+def agentd(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    return subprocess.run([sys.executable, "-m", "supervisor", "--project", str(root), *args], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_the_wip_commands(repo: Path) -> None:
+    (repo / "src" / "core" / "a.py").write_text("saved\n")
+    wip = save_wip(repo, "core", SCOPE, moment="restart", session="s-9")
+    assert wip is not None
+    listed = agentd(repo, "wip", "list")
+    assert listed.returncode == 0 and wip.commit[:12] in listed.stdout and "restart" in listed.stdout
+    assert json.loads(agentd(repo, "wip", "list", "core", "--json").stdout)["commit"] == wip.commit
+    shown = agentd(repo, "wip", "show", "core")
+    assert "+saved" in shown.stdout and "Agentd-Session: s-9" in shown.stdout
+    (repo / "src" / "core" / "a.py").write_text("mine\n")
+    refused = agentd(repo, "wip", "restore", "core")
+    assert refused.returncode == 1 and "--force" in refused.stderr
+    assert (repo / "src" / "core" / "a.py").read_text() == "mine\n"
+    forced = agentd(repo, "wip", "restore", "core", "1", "--force")
+    assert forced.returncode == 0 and "M src/core/a.py" in forced.stdout
+    assert (repo / "src" / "core" / "a.py").read_text() == "saved\n"
+    missing = agentd(repo, "wip", "show", "core", "7")
+    assert missing.returncode == 1 and "has no WIP 7; it has 1" in missing.stderr
