@@ -14,6 +14,8 @@ another, so tests can check what the agent was told.
   ``agentd note ... --confirmed`` (a line appended to ``.agent/engram.md``) and
   ``agentd decide ...``; both texts name the request's sequence number
 * the latest user text contains ``RUN: <cmd>``  -> a ``Bash`` tool_use running ``cmd``
+* the latest user text contains ``WRITE: <path> <text>`` -> a ``Write`` tool_use creating ``path``
+  (absolute) with ``text``
 * otherwise                                     -> ``ECHO: <first line>``
 
 Usage: ``input_tokens`` is ``len(body) // 4`` unless the control says otherwise.
@@ -110,8 +112,13 @@ def reply_for(seq: int, body: dict[str, Any], raw_len: int, control: dict[str, A
         out.append({"type": "text", "text": f"ECHO(no tools): {first}"})
     else:
         run = re.search(r"RUN: (.+)", text)
+        write = None if run else re.search(r"WRITE: (\S+) (.+)", text)
         command = run.group(1).strip() if run else (checkpoint_command(seq) if "CHECKPOINT" in text else None)
-        if command:
+        if write:
+            out.append({"type": "tool_use", "id": f"toolu_{seq:04d}", "name": "Write",
+                        "input": {"file_path": write.group(1), "content": write.group(2).strip() + "\n"}})
+            stop = "tool_use"
+        elif command:
             out.append({"type": "tool_use", "id": f"toolu_{seq:04d}", "name": "Bash",
                         "input": {"command": command, "description": "agentd test command"}})
             stop = "tool_use"
