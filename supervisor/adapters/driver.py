@@ -32,7 +32,7 @@ from ..config.environment import agent_environment
 from ..config.units import command_problem
 from ..session.process import ExitInfo, children_map, end_processes
 from ..session.pty import Session, SpawnError, new_session_id
-from .base import Adapter, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
+from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import psutil
@@ -138,6 +138,13 @@ class Driver:
     def failure(self) -> str | None:
         """Why the session cannot go on although its process runs, or None."""
         return self.adapter.failure(self.session)
+
+    def blocked(self) -> Blocked | None:
+        """A blocking screen the agent shows (trust, login, an approval prompt ...), or None (never raises)."""
+        try:
+            return self.adapter.blocked(self.session)
+        except Exception:  # noqa: BLE001 - a broken screen probe must not stop supervision
+            return None
 
     def tail(self, n_bytes: int) -> str:
         """The last ``n_bytes`` of the clean transcript ("" when unreadable)."""
