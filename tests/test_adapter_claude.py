@@ -102,6 +102,9 @@ def test_bypass_is_an_explicit_opt_in_with_a_warning_without_the_fence(tmp_path:
     launch = scoped.launch("W", "s2", {})
     added = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "--add-dir"]
     assert added == [str(tmp_path.resolve() / "src" / "api"), str(tmp_path.resolve() / ".agent")]
+    # each added directory is trusted in agentd's private config dir (else Claude Code asks about it)
+    state = json.loads((Path(launch.env["CLAUDE_CONFIG_DIR"]) / ".claude.json").read_text())
+    assert all(state["projects"][d]["hasTrustDialogAccepted"] for d in added)
     settings = json.loads(Path(launch.argv[launch.argv.index("--settings") + 1]).read_text())
     assert settings["permissions"]["allow"] == ["Bash(agentd:*)", "Bash(pytest:*)"]
 

@@ -35,7 +35,8 @@ PATTERNS: dict[str, list[tuple[BlockKind, re.Pattern[str]]]] = {
                                         r"grant these permissions)\?")),
     ],
     "claude": [
-        (BlockKind.TRUST, re.compile(r"Quick safety check|Yes, I trust this folder|Do you trust the files in this folder")),
+        (BlockKind.TRUST, re.compile(r"Quick safety check|Yes, I trust this folder|Do you trust the files in this folder|"
+                                     r"Is this a directory you created or one you trust\?")),
         (BlockKind.ONBOARDING, re.compile(r"Choose the text style that looks best|Bypass Permissions mode.*\n(?:.*\n)*.*No, exit",
                                           re.M)),
         (BlockKind.LOGIN, re.compile(r"Select login method:|Do you want to use this API key\?")),

@@ -116,13 +116,13 @@ class ClaudeAdapter(Adapter):
         workdir = self.spec.workdir_path(self.settings.project_root).resolve()
         own = agent.env  # what the unit sets explicitly wins over agentd's defaults
         extra = {k: v for k, v in OFFLINE_ENV.items() if k not in own}
+        flags, perms, perm_env, box = permissions(self.spec, self.settings.project_root)
         if env.get("CLAUDE_CONFIG_DIR"):
             config_dir = Path(env["CLAUDE_CONFIG_DIR"]).expanduser()
         else:
             config_dir = self.private_config_dir()
-            prepare_config_dir(config_dir, workdir, env.get("ANTHROPIC_API_KEY"))
+            prepare_config_dir(config_dir, workdir, env.get("ANTHROPIC_API_KEY"), [Path(d) for d in box.writable])
             extra["CLAUDE_CONFIG_DIR"] = str(config_dir)
-        flags, perms, perm_env, box = permissions(self.spec, self.settings.project_root)
         extra.update(perm_env)
         settings_path = state / SETTINGS_FILE
         status_path = state / STATUS_FILE

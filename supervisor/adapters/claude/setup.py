@@ -97,8 +97,9 @@ def hook_settings(unit: str, bypass: bool, perms: dict[str, Any] | None = None, 
     return settings
 
 
-def prepare_config_dir(config_dir: Path, workdir: Path, api_key: str | None) -> None:
-    """agentd's private ``CLAUDE_CONFIG_DIR``: onboarding done, workdir trusted, the key approved.
+def prepare_config_dir(config_dir: Path, workdir: Path, api_key: str | None, added: list[Path] | tuple[Path, ...] = ()) -> None:
+    """agentd's private ``CLAUDE_CONFIG_DIR``: onboarding done, the workdir and the ``--add-dir``
+    directories trusted (else each asks "Is this a directory you created or one you trust?"), the key approved.
 
     Claude Code keeps its own state in the same ``.claude.json``; only these
     keys are set, everything else is kept."""
@@ -113,8 +114,9 @@ def prepare_config_dir(config_dir: Path, workdir: Path, api_key: str | None) -> 
     state.update({"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True})
     state.setdefault("theme", "dark")
     projects = state.setdefault("projects", {})
-    project = projects.setdefault(str(workdir), {})
-    project.update({"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True})
+    for trusted in (workdir, *added):
+        project = projects.setdefault(str(trusted), {})
+        project.update({"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True})
     if api_key:
         responses = state.setdefault("customApiKeyResponses", {"approved": [], "rejected": []})
         approved = responses.setdefault("approved", [])
