@@ -68,6 +68,9 @@ Commands (typed at the prompt, one per line)
 ``crash CODE``         exit at once with status CODE
 ``exit``               exit with status 0
 ``sleep S``            be busy for S seconds, then prompt again
+``ask S``              show an approval dialog ("Would you like to run the following
+                       command?" ... "1. Yes, proceed") and wait S seconds for an
+                       answer nobody gives (Ctrl-C declines it), then prompt again
 ``flood N``            write exactly N bytes of deterministic payload
                        (:func:`flood_payload`) as fast as possible, then prompt
 ``spawn``              start a long-lived grandchild (a sleeping Python
@@ -602,6 +605,11 @@ class FakeAgent:
         if self.editor.busy_wait(float(rest)):
             out("^C interrupted\n")
 
+    def cmd_ask(self, rest: str) -> None:
+        out("\nWould you like to run the following command?\n\n  $ rm -rf build\n\n"
+            "\u203a 1. Yes, proceed (y)\n  2. No, and tell the agent what to do differently (esc)\n")
+        out("declined\n" if self.editor.busy_wait(float(rest or "3600")) else "no answer\n")
+
     def cmd_flood(self, rest: str) -> None:
         flood(int(rest))
 
@@ -673,6 +681,7 @@ COMMANDS = {
     "crash": FakeAgent.cmd_crash,
     "exit": FakeAgent.cmd_exit,
     "sleep": FakeAgent.cmd_sleep,
+    "ask": FakeAgent.cmd_ask,
     "flood": FakeAgent.cmd_flood,
     "spawn": FakeAgent.cmd_spawn,
     "spawn-setsid": FakeAgent.cmd_spawn_setsid,

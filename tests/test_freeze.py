@@ -218,3 +218,38 @@ def test_an_overdue_checkpoint_is_named_and_restarted(tmp_path: Path) -> None:
         assert task.done() and unit.state is UnitState.RUNNING and unit.driver is not old
         assert "freeze: checkpoint_overdue" in freeze_records(rt)
     asyncio.run(go())
+
+
+# ------------------------------------------------------------------ the real fake agent, under the real daemon
+def test_an_approval_nobody_gives_in_a_real_session_is_named_and_restarted(project) -> None:  # noqa: ANN001
+    """The fake agent shows an approval dialog and waits; the daemon names approval_wait and restarts through the cycle."""
+    from tests.conftest import wait_until
+
+    project.agentd("init")
+    project.fake_unit("ask", cycle=True, extra="[freeze]\nafter = 2\n")
+    text = (project.root / "units" / "ask.toml").read_text().replace('[agent]\n', '[agent]\nprompt = "fake> $"\n', 1)
+    (project.root / "units" / "ask.toml").write_text(text)
+    project.agentd("start")
+    first = wait_until(lambda: (r := project.unit_status("ask")) and r["state"] == "running" and r["turn"] == "idle" and r,
+                       60, what="the fake agent, idle after its wakeup")
+    project.agentd("send", "ask", "ask 600")
+    frozen = wait_until(lambda: [r for r in _history(project, "ask") if r["trigger"] == "freeze: approval_wait"], 60,
+                        what="the freeze in history")
+    assert frozen[0]["outcome"] == "restarting" and "approval" in frozen[0]["notes"][0]
+    cycle = wait_until(lambda: [r for r in _history(project, "ask") if r["trigger"] == "freeze" and r["outcome"] != "running"],
+                       90, what="the cycle the freeze started")[0]
+    assert cycle["outcome"] == "respawned" and cycle["flush"] == "verified", cycle
+    assert any("interrupted a running turn" in n for n in cycle["notes"])
+    old = (project.state / "transcripts" / "ask" / f"{first['session']}.txt").read_text()
+    assert "Would you like to run the following command?" in old
+    assert "declined" in old  # the interrupt answered the dialog before the checkpoint
+    row = project.wait_state("ask", "running", 60)
+    assert row["session"] != first["session"] and not row.get("frozen")
+    project.agentd("stop")
+
+
+def _history(project, unit: str) -> list[dict]:  # noqa: ANN001
+    import json
+
+    out = project.agentd("history", unit, "--json", check=False).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
