@@ -252,3 +252,20 @@ def test_a_trust_screen_is_blocked_with_what_to_do_or_answered(tmp_path: Path) -
         assert (blocked.answer is not None) is answered
         if not answered:
             assert "agentd trust cx" in blocked.todo
+
+
+def test_agentd_check_warns_about_a_bypass_and_an_untrusted_git_workdir(tmp_path: Path) -> None:
+    from supervisor.adapters.checks import agent_warnings
+
+    person = tmp_path / "person-codex"
+    adapter = make(tmp_path, "bypass_sandbox = true\n")
+    assert any("bypass_sandbox" in w for w in agent_warnings(adapter.spec, adapter.settings, {}))
+    spec = make(tmp_path, "").spec
+    spec = spec.model_copy(update={"codex": spec.codex.model_copy(update={"home": str(person)})})
+    assert agent_warnings(spec, adapter.settings, {}) == []  # not a git repository: Codex does not ask
+    (tmp_path / ".git").mkdir()
+    (warning,) = agent_warnings(spec, adapter.settings, {})
+    assert "Trust this folder?" in warning and "agentd trust cx" in warning
+    assert not person.exists()  # checking created nothing
+    trust_workdir(person / "config.toml", tmp_path.resolve())
+    assert agent_warnings(spec, adapter.settings, {}) == []

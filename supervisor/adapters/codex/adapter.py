@@ -96,6 +96,7 @@ class CodexAdapter(Adapter):
         super().__init__(spec, settings)
         self._sessions: dict[str, SessionState] = {}
         self._claimed: set[Path] = set()
+        self._box: Sandbox | None = None
 
     # -- configuration --------------------------------------------------------------
     @property
@@ -110,16 +111,19 @@ class CodexAdapter(Adapter):
         """The person's own CODEX_HOME (their login and config)."""
         return Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex").expanduser()
 
-    def codex_home(self, env: Mapping[str, str]) -> Path:
+    def home_path(self, env: Mapping[str, str]) -> Path:
+        """The CODEX_HOME the unit's sessions use (nothing is created)."""
         home = self._cfg.home
         if home == "private":
-            path = self.settings.state_path / "codex" / self.spec.name
-        elif home:
+            return self.settings.state_path / "codex" / self.spec.name
+        if home:
             path = Path(home).expanduser()
-            if not path.is_absolute():
-                path = self.settings.project_root / path
-        else:
-            path = self.person_home(env)
+            return path if path.is_absolute() else self.settings.project_root / path
+        return self.person_home(env)
+
+    def codex_home(self, env: Mapping[str, str]) -> Path:
+        """:meth:`home_path`, created if missing (mode 0700)."""
+        path = self.home_path(env)
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path
 
@@ -131,11 +135,10 @@ class CodexAdapter(Adapter):
         return [*base_overrides(self.spec, self.workdir()), *self._cfg.overrides]
 
     def sandbox(self) -> Sandbox:
-        return sandbox(self.spec, self.settings.project_root, self._tmp_path())[1]
-
-    def _tmp_path(self, session_id: str | None = None) -> Path:
-        """The agent's private temp directory (its TMPDIR, writable in the Codex sandbox)."""
-        return self.settings.state_path / "sessions" / self.spec.name / (session_id or "tmp") / "tmp"
+        """The sandbox of the running session (its own temp directory included), else as it would start."""
+        if self._box is not None:
+            return self._box
+        return sandbox(self.spec, self.settings.project_root, self.settings.state_path / "sessions" / self.spec.name)[1]
 
     # -- launch -----------------------------------------------------------------------
     def launch(self, wakeup: str | None, session_id: str, env: Mapping[str, str]) -> Launch:
@@ -146,7 +149,7 @@ class CodexAdapter(Adapter):
         tmp.mkdir(exist_ok=True, mode=0o700)
         if self._cfg.home == "private":
             prepare_private_home(home, workdir, self.person_home(env))
-        box_argv, _box = sandbox(self.spec, self.settings.project_root, tmp)
+        box_argv, self._box = sandbox(self.spec, self.settings.project_root, tmp)
         argv = [str(self.binary()), "--no-daemon", *box_argv]
         if not self._cfg.unbounded_retries:
             argv += ["--disable", "unbounded_connection_retries"]
@@ -243,7 +246,7 @@ class CodexAdapter(Adapter):
         """Why Codex will ask to trust the workdir (its CODEX_HOME has no entry; a git repository), or None."""
         if self._cfg.home == "private" or self._cfg.trust == "accept":
             return None
-        config = self.codex_home(env) / "config.toml"
+        config = self.home_path(env) / "config.toml"
         workdir = self.workdir()
         in_git = any((p / ".git").exists() for p in (workdir, *workdir.parents))
         if in_git and not trusted(config, workdir):
