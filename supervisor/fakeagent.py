@@ -76,6 +76,9 @@ Commands (typed at the prompt, one per line)
 ``hang``               stop answering: read no more input (Ctrl-C included)
                        and print nothing more (``--work-interval`` output
                        included), until a signal ends the process
+``ask S``              show an approval dialog ("Would you like to run the following
+                       command?" ... "1. Yes, proceed") and wait S seconds for an
+                       answer nobody gives (Ctrl-C declines it), then prompt again
 ``flood N``            write exactly N bytes of deterministic payload
                        (:func:`flood_payload`) as fast as possible, then prompt
 ``spawn``              start a long-lived grandchild (a sleeping Python
@@ -618,6 +621,10 @@ class FakeAgent:
         _out_lock.acquire()  # the --work-interval printer waits for it forever
         while True:
             time.sleep(3600)
+    def cmd_ask(self, rest: str) -> None:
+        out("\nWould you like to run the following command?\n\n  $ rm -rf build\n\n"
+            "\u203a 1. Yes, proceed (y)\n  2. No, and tell the agent what to do differently (esc)\n")
+        out("declined\n" if self.editor.busy_wait(float(rest or "3600")) else "no answer\n")
 
     def cmd_flood(self, rest: str) -> None:
         flood(int(rest))
@@ -693,6 +700,7 @@ COMMANDS = {
     "sleep": FakeAgent.cmd_sleep,
     "hold": FakeAgent.cmd_hold,
     "hang": FakeAgent.cmd_hang,
+    "ask": FakeAgent.cmd_ask,
     "flood": FakeAgent.cmd_flood,
     "spawn": FakeAgent.cmd_spawn,
     "spawn-setsid": FakeAgent.cmd_spawn_setsid,

@@ -35,6 +35,7 @@ class FakeClock:
 class FakeWatcher:
     idle: bool = True
     turns_ended: int = 0
+    ended_at: float | None = None
 
     @property
     def state(self) -> Any:
@@ -77,11 +78,14 @@ class FakeDriver:
         self.meanings: list[Meaning] = []
         self.on_type: Callable[[FakeDriver, str], None] = lambda d, text: d.turn_ends()
         self.interrupted = 0
+        self.screen: Any = None  # a supervisor.adapters.base.Blocked the agent shows, or None
+        self.keys: list[bytes] = []  # keystrokes sent with send_keys
 
     # what the agent does
     def turn_ends(self) -> None:
         self.watcher.idle = True
         self.watcher.turns_ended += 1
+        self.watcher.ended_at = self.clock()
 
     def dies(self, code: int | None = 1, signal: int | None = None) -> None:
         self.exit = ExitInfo(code=code, signal=signal)
@@ -117,6 +121,13 @@ class FakeDriver:
 
     def failure(self) -> str | None:
         return self.failure_text
+
+    def blocked(self) -> Any:
+        return self.screen
+
+    async def send_keys(self, keys: Any) -> None:
+        self.keys.append(keys.payload())
+        self.screen = None
 
     def tail(self, n: int) -> str:
         return "last lines of the fake agent"

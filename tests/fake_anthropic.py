@@ -19,6 +19,8 @@ another, so tests can check what the agent was told.
   the control ``{"checkpoint": "ignore"}`` makes it answer the checkpoint prompt
   with plain text (nothing written), ``{"cwd": DIR}`` names the agent's working
   directory (else it is read from the system prompt)
+* the latest user text contains ``WRITE: <path> <text>`` -> a ``Write`` tool_use creating ``path``
+  (absolute) with ``text``
 * otherwise                                     -> ``ECHO: <first line>``
 
 Usage: ``input_tokens`` is ``len(body) // 4`` unless the control says otherwise.
@@ -123,8 +125,13 @@ def reply_for(seq: int, body: dict[str, Any], raw_len: int, control: dict[str, A
         out.append({"type": "text", "text": f"ECHO(no tools): {first}"})
     else:
         run = re.search(r"RUN: (.+)", text)
+        write = None if run else re.search(r"WRITE: (\S+) (.+)", text)
         command = run.group(1).strip() if run else (checkpoint_command(seq) if "CHECKPOINT" in text else None)
-        if command:
+        if write:
+            out.append({"type": "tool_use", "id": f"toolu_{seq:04d}", "name": "Write",
+                        "input": {"file_path": write.group(1), "content": write.group(2).strip() + "\n"}})
+            stop = "tool_use"
+        elif command:
             out.append({"type": "tool_use", "id": f"toolu_{seq:04d}", "name": "Bash",
                         "input": {"command": command, "description": "agentd test command"}})
             stop = "tool_use"

@@ -42,16 +42,25 @@ def test_launch_puts_the_wakeup_in_the_system_prompt_and_starts_a_turn(tmp_path:
     wakeup = Path(argv[argv.index("--append-system-prompt-file") + 1])
     assert wakeup.read_text() == "BRIEFING text" and launch.env["AGENTD_WAKEUP_FILE"] == str(wakeup)
     assert launch.first_input is None and launch.wakeup_via == "system-prompt"
-    assert "--dangerously-skip-permissions" in argv
+    assert argv[-2] == "--"  # after --add-dir DIR..., the prompt must not read as one more directory
+    # the safe default: Claude Code's own permission checks, edits allowed in the scope and .agent/
+    assert "--dangerously-skip-permissions" not in argv and "IS_SANDBOX" not in launch.env
+    assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
+    added = [argv[i + 1] for i, a in enumerate(argv) if a == "--add-dir"]
+    assert added == [str(tmp_path.resolve())]  # an empty scope is the whole project (.agent/ is inside it)
     assert len(argv[argv.index("--session-id") + 1]) == 36
     # offline, and the inherited environment does not win over agentd's choices (only the unit's own env does)
     for name in ("DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
         assert launch.env[name] == "1"
-    if os.geteuid() == 0:
-        assert launch.env["IS_SANDBOX"] == "1"
-    # agentd's hooks come in through its own settings file
+    # agentd's hooks, permissions and status line come in through its own settings file
     settings = json.loads(Path(argv[argv.index("--settings") + 1]).read_text())
-    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"}
+    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "PreToolUse", "SessionEnd"}
+    assert settings["hooks"]["PreToolUse"][0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit|Bash"
+    assert settings["permissions"] == {"allow": ["Bash(agentd:*)"], "denyInsteadOfPrompting": True}
+    assert "skipDangerousModePermissionPrompt" not in settings
+    assert "statusline.json" in settings["statusLine"]["command"]
+    box = adapter.sandbox()
+    assert box.mode == "acceptEdits" and not box.bypassed and box.warning is None
     command = shlex.split(settings["hooks"]["Stop"][0]["hooks"][0]["command"])
     assert command[-3:] == ["notify", "--unit", "cc"] and os.path.isabs(command[0])
     # a private, onboarded config dir with the workdir trusted and the key approved
@@ -76,6 +85,101 @@ def test_launch_keeps_the_users_config_dir_and_permission_choice(tmp_path: Path)
     assert adapter.on_agent_event(session(), {"hook_event_name": "SessionStart", "source": "startup"}) == ["turn_end"]
 
 
+def test_bypass_is_an_explicit_opt_in_with_a_warning_without_the_fence(tmp_path: Path) -> None:
+    (tmp_path / "src" / "api").mkdir(parents=True)
+    (tmp_path / ".agent").mkdir()
+    adapter = make(tmp_path, extra='[claude]\nbypass_permissions = true\nallow = ["Bash(pytest:*)"]\n')
+    launch = adapter.launch("W", "s1", {})
+    assert "--dangerously-skip-permissions" in launch.argv and "--permission-mode" not in launch.argv
+    if os.geteuid() == 0:
+        assert launch.env["IS_SANDBOX"] == "1"  # root refuses --dangerously-skip-permissions otherwise
+    settings = json.loads(Path(launch.argv[launch.argv.index("--settings") + 1]).read_text())
+    assert settings["skipDangerousModePermissionPrompt"] is True and "permissions" not in settings
+    box = adapter.sandbox()
+    assert box.bypassed and not box.fenced and "bypass_permissions" in (box.warning or "")
+    # the safe default with a scope: only the scope's directories and .agent/ are added, plus the unit's rules
+    scoped = make(tmp_path, extra='[scope]\npaths = ["src/api/**"]\n[claude]\nallow = ["Bash(pytest:*)"]\n')
+    launch = scoped.launch("W", "s2", {})
+    added = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "--add-dir"]
+    assert added == [str(tmp_path.resolve() / "src" / "api"), str(tmp_path.resolve() / ".agent")]
+    # each added directory is trusted in agentd's private config dir (else Claude Code asks about it)
+    state = json.loads((Path(launch.env["CLAUDE_CONFIG_DIR"]) / ".claude.json").read_text())
+    assert all(state["projects"][d]["hasTrustDialogAccepted"] for d in added)
+    settings = json.loads(Path(launch.argv[launch.argv.index("--settings") + 1]).read_text())
+    assert settings["permissions"]["allow"] == ["Bash(agentd:*)", "Bash(pytest:*)"]
+
+
+def test_hooks_add_the_constraints_to_every_turn_and_a_modules_facts_once(tmp_path: Path) -> None:
+    from supervisor.memory.facts import add_fact
+
+    from supervisor.memory.scaffold import init_store
+
+    root = tmp_path
+    init_store(root)
+    (root / ".agent" / "constraints.md").write_text("# Hard constraints\n\n- Never drop the users table.\n- Keep API v2.\n")
+    (root / "src" / "api").mkdir(parents=True)
+    (root / "src" / "api" / "a.py").write_text("x = 1\ny = 2\n")
+    units = root / "units"
+    units.mkdir()
+    (units / "api.toml").write_text('[agent]\ncommand = ["x"]\n[scope]\npaths = ["src/api/**"]\n')
+    add_fact(root, "api", "x starts at one", "src/api/a.py:1")
+    add_fact(root, "api", "y is two", "src/api/a.py:2")
+    (root / "src" / "api" / "a.py").write_text("x = 1\ny = 3\n")  # the second fact's line changed: stale
+    adapter = make(tmp_path)
+    adapter.launch("W", "s1", {})
+    s = session()
+    prompt = {"hook_event_name": "UserPromptSubmit", "prompt": "go"}
+    meanings = adapter.on_agent_event(s, prompt)
+    answer = json.loads(adapter.hook_output(prompt, meanings, None) or "")["hookSpecificOutput"]
+    assert answer["hookEventName"] == "UserPromptSubmit"
+    assert "2 hard constraints" in answer["additionalContext"] and "Never drop the users table." in answer["additionalContext"]
+    write = {"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": str(root),
+             "tool_input": {"file_path": str(root / "src" / "api" / "b.py"), "content": "z"}}
+    facts = json.loads(adapter.hook_output(write, adapter.on_agent_event(s, write), None) or "")["hookSpecificOutput"]
+    text = facts["additionalContext"]
+    assert facts["hookEventName"] == "PreToolUse" and "module api" in text and "x starts at one" in text
+    assert "[STALE" in text.split("y is two")[0].splitlines()[-1]
+    assert adapter.hook_output(write, [], None) is None  # once per session per module
+    other = {**write, "tool_input": {"file_path": str(root / "README.md"), "content": "z"}}
+    assert adapter.hook_output(other, [], None) is None  # outside every module
+    # after a compaction the facts come again
+    adapter.on_agent_event(s, {"hook_event_name": "SessionStart", "source": "compact"})
+    assert "x starts at one" in (adapter.hook_output(write, [], None) or "")
+
+
+def test_the_window_comes_from_the_status_line_and_a_disagreeing_unit_window_warns(tmp_path: Path) -> None:
+    adapter = make(tmp_path, extra="[context]\nwindow = 1000000\n")
+    launch = adapter.launch("W", "s1", {})
+    s = session()
+    figure = adapter.context(s)
+    assert (figure.window, figure.window_source.value, figure.window_warning) == (1_000_000, "unit", None)
+    status = Path(launch.argv[launch.argv.index("--settings") + 1]).with_name("statusline.json")
+    status.write_text(json.dumps({"context_window": {"context_window_size": 200000, "used_percentage": 3}}))
+    figure = adapter.context(s)
+    assert figure.window == 200_000 and figure.window_source.value == "agent"
+    assert "1000000" in (figure.window_warning or "") and "200000" in (figure.window_warning or "")
+    assert figure.as_dict()["window_source"] == "agent"
+    quiet = make(tmp_path)  # no [context] window: the default, and no warning
+    quiet.launch("W", "s2", {})
+    assert quiet.context(session("s2")).window_source.value == "default"
+
+
+def test_a_permission_dialog_on_screen_is_reported_as_blocked(tmp_path: Path) -> None:
+    from supervisor.adapters import screens
+
+    adapter = make(tmp_path)
+    adapter.launch("W", "s1", {})
+    s = session()
+    watcher = adapter.watcher(s)
+    watcher.feed(b"\x1b[2J\x1b[HBash command\r\n  rm -rf build\r\nDo you want to proceed?\r\n\xe2\x9d\xaf 1. Yes\r\n  2. No\r\n")
+    probe = adapter._runs["s1"].probe
+    assert probe is not None
+    probe.last_output_at -= screens.QUIET  # output went quiet
+    blocked = adapter.blocked(s)
+    assert blocked is not None and blocked.kind.value == "approval" and blocked.answer is None
+    assert "attach" in blocked.todo
+
+
 def test_encode_and_quit(tmp_path: Path) -> None:
     adapter = make(tmp_path)
     assert adapter.encode("hello").steps == ((b"hello", 0.3), (b"\r", 0.0))
@@ -92,7 +196,7 @@ def test_hook_meanings_and_the_wakeup_answer(tmp_path: Path) -> None:
     assert adapter.on_agent_event(s, {"hook_event_name": "SessionStart", "source": "startup"}) == []
     assert adapter.on_agent_event(s, {"hook_event_name": "Stop"}) == ["turn_end"]
     watcher.turn_ended()
-    assert adapter.on_agent_event(s, {"hook_event_name": "UserPromptSubmit", "prompt": "x"}) == []
+    assert adapter.on_agent_event(s, {"hook_event_name": "UserPromptSubmit", "prompt": "x"}) == ["turn_began"]
     assert watcher.state == Turn.BUSY  # a person typed in an attached terminal
     # typed /compact: no checkpoint, the wakeup afterwards, and that ends the "turn"
     assert adapter.on_agent_event(s, {"hook_event_name": "PreCompact", "trigger": "manual"}) == []
@@ -102,7 +206,7 @@ def test_hook_meanings_and_the_wakeup_answer(tmp_path: Path) -> None:
     assert answer == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "THE WAKEUP"}}
     # automatic compaction: checkpoint if there is time; it happens inside a turn
     assert adapter.on_agent_event(s, {"hook_event_name": "PreCompact", "trigger": "auto"}) == ["pre_compact"]
-    assert adapter.on_agent_event(s, compacted) == ["compacted"]
+    assert adapter.on_agent_event(s, compacted) == ["compacted", "own_compaction"]
     assert adapter.hook_output({"hook_event_name": "Stop"}, ["turn_end"], None) is None
     assert adapter.on_agent_event(session("other"), {"hook_event_name": "Stop"}) == []
 

@@ -47,6 +47,7 @@ PORT = 8765  # a fresh network namespace: always free
 API_KEY = "sk-ant-fake-agentd-test-0123456789abcdef"
 CONSTRAINT = "Do not touch the DB schema."
 TASK = "Port the parser to the new API."
+FACT = "the parser speaks API v2"
 
 
 def claude_binary() -> Path | None:
@@ -153,7 +154,11 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 def setup(project: Project, binary: Path, restart: str = "") -> None:
+    """A Claude Code unit in the safe default (acceptEdits in its scope), workdir and scope the module directory cl/."""
     project.agentd("init")
+    (project.root / "cl").mkdir()
+    (project.root / "cl" / "parser.py").write_text("VERSION = 2\n")
+    project.agentd("fact", "add", FACT, "--source", "cl/parser.py:1", "--module", "claude")
     (project.root / ".agent" / "constraints.md").write_text(f"# Hard constraints\n\n- {CONSTRAINT}\n")
     (project.root / ".agent" / "current-task.md").write_text(f"# Current task\n\n{TASK}\n\nState at interruption: (not set)\n")
     env = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}", "ANTHROPIC_API_KEY": API_KEY}
@@ -165,13 +170,15 @@ enabled = false
 [agent]
 kind = "claude"
 command = [{json.dumps(str(binary))}]
+workdir = "cl"
 env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}
+[scope]
+paths = ["cl/**"]
 [restart]
 stop_timeout = 5
 initial_delay = 0.2
 {restart}
 [context]
-window = 200000
 checkpoint_at = 0.70
 [checkpoint]
 deadline = 90
@@ -239,17 +246,24 @@ def test_wakeup_threshold_checkpoint_respawn_and_stop(jail: Jail) -> None:
     assert CONSTRAINT in system_text(first) and TASK in system_text(first)
     assert KICKOFF in message_text(first)
     assert row["wakeup"] == "delivered via system-prompt"
-    # Claude Code writes its transcript (the usage agentd reads) around the Stop hook, not always before it
-    ctx = wait_until(lambda: (c := project.unit_status("claude")["context"]) and c["exact"] and c, 30,
-                     what="Claude Code's own token count")
+    assert row["sandbox"]["mode"] == "acceptEdits" and not row["sandbox"]["bypassed"]
+    # UserPromptSubmit added the hard constraints to the turn
+    assert "hard constraint" in message_text(first) and CONSTRAINT in message_text(first)
+    # Claude Code writes its transcript (the usage agentd reads) around the Stop hook, not always before it;
+    # the window is Claude Code's own (its status line), not a guess from the model name
+    ctx = wait_until(lambda: (c := project.unit_status("claude")["context"]) and c["exact"] and c["window_source"] == "agent" and c,
+                     30, what="Claude Code's own token count and the window from the status line")
     assert ctx["used"] > 0 and ctx["ratio"] < 0.7
+    window = ctx["window"]
+    assert window >= 200_000 and ctx["window_warning"] is None
     # the agent's reported usage passes 70 % -> one checkpoint through the agent's own tool call
-    jail.set_usage(150_000, when="GROW")
+    grow = int(window * 0.75)
+    jail.set_usage(grow, when="GROW")
     project.agentd("send", "claude", "GROW the context with this step")
     record = wait_until(lambda: project.history("claude") and project.history("claude")[0], 120, interval=0.2,
                         what="a checkpoint cycle")
     assert record["trigger"] == "threshold" and record["flush"] == "verified" and record["outcome"] == "respawned"
-    assert record["exact"] and record["tokens_before"] >= 150_000 and record["window"] == 200_000
+    assert record["exact"] and record["tokens_before"] >= grow and record["window"] == window
     engram = (project.root / ".agent" / "engram.md").read_text()
     notes = [line for line in engram.splitlines() if "fake model checkpoint" in line]
     assert len(notes) == 1
@@ -308,3 +322,31 @@ def test_kill_restarts_with_wakeup_and_compact_gets_the_wakeup_back(jail: Jail) 
     project.agentd("stop")
     jail.proc.wait(timeout=90)
     assert processes_of(project.root) == []
+
+
+def test_claude_keeps_its_permissions_writes_in_scope_refuses_the_rest_and_never_waits(jail: Jail) -> None:
+    project = jail.project
+    start_and_first_turn(jail)
+    root = project.root
+    # a write in the scope goes through without asking, and brings the module's facts once
+    before = len(jail.turns())
+    project.agentd("send", "claude", f"WRITE: {root}/cl/inside.txt in-scope")
+    wait_until(lambda: (root / "cl" / "inside.txt").exists(), 90, what="the write inside the scope")
+    after = wait_until(lambda: [b for b in jail.turns()[before:] if "tool_result" in json.dumps((b.get("messages") or [])[-1:])],
+                       90, what="the request after the write")[0]
+    assert FACT in json.dumps(after["messages"]) and "known facts of module claude" in json.dumps(after["messages"])
+    project.wait_state("claude", "running", 60)
+    wait_until(lambda: project.unit_status("claude")["turn"] == "idle", 90, interval=0.1, what="the write's turn to end")
+    # outside the scope, by the Write tool and by a shell command: refused at once, the turn goes on, nothing waits
+    for text in (f"WRITE: {root}/outside.txt nope", f"RUN: python3 -c 'open(\"{root}/outside2.txt\", \"w\")'"):
+        before = len(jail.turns())
+        project.agentd("send", "claude", text)
+        refused = wait_until(lambda: [b for b in jail.turns()[before:] if "tool_result" in json.dumps((b.get("messages") or [])[-1:])],
+                             90, what="the refused call's result")[0]
+        result = json.dumps(refused["messages"][-1])
+        assert "is_error" in result and ("permission" in result.lower() or "approval" in result.lower()), result
+        wait_until(lambda: project.unit_status("claude")["turn"] == "idle", 90, interval=0.1, what="the turn to go on and end")
+    assert not (root / "outside.txt").exists() and not (root / "outside2.txt").exists()
+    row = project.unit_status("claude")
+    assert not row.get("frozen") and row["state"] == "running"
+    assert len([b for b in jail.turns() if FACT in json.dumps(b.get("messages"))]) >= 1

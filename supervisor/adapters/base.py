@@ -109,21 +109,101 @@ class Launch:
     wakeup_via: str = "none"
 
 
+class WindowSource(str, enum.Enum):
+    """Where a context figure's window came from."""
+
+    AGENT = "agent"  # the agent reported it (Codex token_count, Claude Code's status line)
+    UNIT = "unit"  # the unit's [context] window
+    DEFAULT = "default"  # agentd's default [context] window (nobody said)
+
+
+#: A configured window further than this (as a fraction) from the agent's own is a warning.
+WINDOW_TOLERANCE = 0.10
+
+
 @dataclass(frozen=True)
 class ContextFigure:
-    """Tokens in use and the window; ``exact`` when the agent reported them itself."""
+    """Tokens in use and the window; ``exact`` when the agent reported them itself.
+
+    ``window_source`` says where the window came from; ``window_warning`` is set
+    when the unit's configured window disagrees with the agent's own."""
 
     used: int
     window: int
     exact: bool
     source: str
+    window_source: WindowSource = WindowSource.UNIT
+    window_warning: str | None = None
 
     @property
     def ratio(self) -> float:
         return self.used / self.window if self.window else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"used": self.used, "window": self.window, "ratio": round(self.ratio, 4), "exact": self.exact, "source": self.source}
+        return {"used": self.used, "window": self.window, "ratio": round(self.ratio, 4), "exact": self.exact,
+                "source": self.source, "window_source": self.window_source.value, "window_warning": self.window_warning}
+
+
+def context_window(spec: UnitSpec, reported: int | None) -> tuple[int, WindowSource, str | None]:
+    """The window to use: what the agent reported, else the unit's ``[context] window``.
+
+    Returns (window, where it came from, a warning when a window the unit
+    configured differs from the agent's by more than :data:`WINDOW_TOLERANCE`)."""
+    configured = spec.context.window
+    explicit = "window" in spec.context.model_fields_set
+    if reported and reported > 0:
+        warning = None
+        if explicit and abs(reported - configured) > WINDOW_TOLERANCE * configured:
+            warning = (f"[context] window = {configured} disagrees with the agent's own window {reported}; "
+                       f"agentd uses the agent's (fix or remove [context] window in {spec.path.name})")
+        return reported, WindowSource.AGENT, warning
+    return configured, WindowSource.UNIT if explicit else WindowSource.DEFAULT, None
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How the agent's own sandbox is set for a unit (``agentd status`` shows it).
+
+    ``mode`` names what runs (``workspace-write``, ``acceptEdits``, ``bypassed``,
+    ``none``); ``fenced`` when agentd's own Landlock fence is on for the unit;
+    ``warning`` when the sandbox is bypassed without the fence."""
+
+    mode: str
+    bypassed: bool
+    fenced: bool
+    writable: tuple[str, ...] = ()
+    warning: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "bypassed": self.bypassed, "fenced": self.fenced, "writable": list(self.writable),
+                "warning": self.warning}
+
+
+def fence_on(spec: UnitSpec) -> bool:
+    """Whether the unit asks for agentd's Landlock fence in place of the agent's own sandbox
+    (``[scope] fence = "on"``).  With ``"auto"`` (the default) an agent that keeps a sandbox of
+    its own keeps it, and agentd watches (:func:`supervisor.scope.fencing.decide_fence`)."""
+    return spec.scope.fence == "on"
+
+
+class BlockKind(str, enum.Enum):
+    """A screen that stops the agent until someone answers it."""
+
+    TRUST = "trust"  # "Trust this folder?"
+    LOGIN = "login"  # sign in / API key prompt
+    UPDATE = "update"  # "Update available" prompt
+    APPROVAL = "approval"  # a tool/command approval prompt
+    ONBOARDING = "onboarding"  # first-run screens (theme, welcome)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A blocking screen the agent shows: what it is, what to do, and the keys that answer it
+    when the unit's policy says agentd may (else None)."""
+
+    kind: BlockKind
+    todo: str
+    answer: Keystrokes | None = None
 
 
 class Meaning(str, enum.Enum):
@@ -132,6 +212,8 @@ class Meaning(str, enum.Enum):
     TURN_END = "turn_end"  # the agent finished a turn (its own signal; the watcher is told)
     PRE_COMPACT = "pre_compact"  # about to compact on its own (recorded; checkpoint if there is time)
     COMPACTED = "compacted"  # it compacted anyway (recorded; the wakeup must follow)
+    OWN_COMPACTION = "own_compaction"  # with COMPACTED: on its own (auto), not a /compact a person typed
+    TURN_BEGAN = "turn_began"  # a turn began (a prompt was submitted, by agentd or a person)
     INJECT_WAKEUP = "inject_wakeup"  # type the wakeup at the next turn end
 
 
@@ -165,6 +247,7 @@ class TurnWatcher:
         self.turns_ended = 0
         self.last_output_at = clock()
         self.submitted_at: float | None = None
+        self.ended_at: float | None = None  # when the last turn ended
         self._changed = asyncio.Event()
 
     # inputs ----------------------------------------------------------------
@@ -183,6 +266,7 @@ class TurnWatcher:
         if self.state != Turn.IDLE:
             self.state = Turn.IDLE
             self.turns_ended += 1
+            self.ended_at = self.clock()
             self._notify()
 
     def tick(self) -> None:
@@ -305,11 +389,23 @@ class Adapter(ABC):
         keeps no such trail, and agentd reads "Permission denied" messages in the transcript
         instead (:func:`supervisor.scope.allowset.denied_paths`).  agentd keeps those outside the
         session's fence: each is a violation known with certainty.  Default: None."""
+        return None
+
     def trail(self, session: Session) -> Trail | None:
         """What ``session``'s agent recorded of its own work (:class:`~supervisor.trail.model.Trail`:
         its asks, its plan, every tool call), read from the agent's own files; None when this kind
         keeps none.  Blocking (reads files): the daemon calls it in a thread, also after the
         session ended.  Default: None."""
+        return None
+
+    def sandbox(self) -> Sandbox:
+        """The agent's own sandbox for this unit (default: the agent kind has none)."""
+        fenced = fence_on(self.spec)
+        return Sandbox(mode="none", bypassed=False, fenced=fenced)
+
+    def blocked(self, session: Session) -> Blocked | None:
+        """A blocking screen the agent shows now (trust, login, update, an approval prompt), or None.
+        Called each second: implementations render the screen only after output went quiet."""
         return None
 
     def state_dir(self, session_id: str) -> Path:

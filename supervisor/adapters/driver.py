@@ -38,7 +38,7 @@ from ..session.containment import Containment
 from ..session.process import ExitInfo
 from ..session.pty import Session, SpawnError, new_session_id
 from . import confine
-from .base import Adapter, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
+from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
 from .confine import Confined
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,6 +158,13 @@ class Driver:
     def failure(self) -> str | None:
         """Why the session cannot go on although its process runs, or None."""
         return self.adapter.failure(self.session)
+
+    def blocked(self) -> Blocked | None:
+        """A blocking screen the agent shows (trust, login, an approval prompt ...), or None (never raises)."""
+        try:
+            return self.adapter.blocked(self.session)
+        except Exception:  # noqa: BLE001 - a broken screen probe must not stop supervision
+            return None
 
     def tail(self, n_bytes: int) -> str:
         """The last ``n_bytes`` of the clean transcript ("" when unreadable)."""

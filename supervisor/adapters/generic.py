@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from ..session.screen import Screen
-from .base import Adapter, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher, TypingRules
+from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher, TypingRules
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
@@ -150,12 +150,24 @@ class GenericAdapter(Adapter):
     def watcher(self, session: Session) -> ScreenWatcher:
         agent = self.spec.agent
         prompt = re.compile(agent.prompt) if agent.prompt else None
-        return ScreenWatcher(
+        watcher = ScreenWatcher(
             Screen(session.rows, session.cols),
             prompt,
             agent.quiet,
             size=lambda: (session.rows, session.cols),
         )
+        self._watching = (session.session_id, watcher)
+        return watcher
+
+    def blocked(self, session: Session) -> Blocked | None:
+        """A trust, login or approval screen on the rendered screen, once output went quiet (supervisor.adapters.screens)."""
+        from .screens import QUIET, find_block
+
+        session_id, watcher = getattr(self, "_watching", (None, None))
+        if watcher is None or session_id != session.session_id or watcher.clock() - watcher.last_output_at < QUIET:
+            return None
+        kind = find_block("generic", watcher.screen.text())
+        return Blocked(kind, f"the agent shows a {kind.value} screen: answer it in `agentd attach`") if kind else None
 
     def trail(self, session: Session) -> Trail | None:
         """What the screen showed: the last lines and the commands seen (:func:`~supervisor.trail.generic.screen_trail`)."""

@@ -33,13 +33,14 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import commands, export, memory, recall, wip
+    from . import agents, commands, export, memory, recall, wip
 
     for command in (*commands.COMMANDS, *memory.COMMANDS, *recall.COMMANDS):
         cli.add_command(command)
     cli.add_command(export.export)
     cli.add_command(export.run_unit)
     cli.add_command(wip.wip)
+    cli.add_command(agents.trust)
 
 
 _register()

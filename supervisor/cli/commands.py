@@ -494,11 +494,14 @@ def check(app: AppContext) -> None:
 
     It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1
     on errors, or when there is no unit).  It also warns about units that load
-    but will misbehave: an interactive shell or REPL as the agent, and
+    but will misbehave: an interactive shell or REPL as the agent,
     checkpoint deadlines longer than the stop timeout agentd runs under
     (systemd's TimeoutStopSec, via $TIMEOUT_STOP_USEC or the
-    service_stop_timeout setting).
+    service_stop_timeout setting), an agent's own sandbox bypassed without
+    agentd's fence, a Codex workdir its CODEX_HOME does not trust, and (with
+    the daemon running) a [context] window that disagrees with the agent's own.
     """
+    from ..adapters.checks import agent_warnings
     from ..config.check import load_project_units
     from ..config.stopbudget import stop_budget, stop_problem
     from ..config.unit_warnings import unit_warnings
@@ -513,8 +516,14 @@ def check(app: AppContext) -> None:
     specs, errors = load_project_units(settings.units_path, settings.project_root)
     for name, spec in specs.items():
         click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")
-        for warning in unit_warnings(spec, settings.stop_timeout):
+        for warning in [*unit_warnings(spec, settings.stop_timeout), *agent_warnings(spec, settings)]:
             click.echo(f"warn   {name}: {warning}")
+    if daemon_running(settings):  # a window the agent reported that disagrees with the unit's
+        rows = (client_call(settings, "status") or {}).get("units", [])  # type: ignore[union-attr]
+        for row in rows:
+            warning = (row.get("context") or {}).get("window_warning")
+            if warning:
+                click.echo(f"warn   {row['unit']}: {warning}")
     try:
         limit = service_stop_limit(settings, os.environ)
     except ValueError as exc:

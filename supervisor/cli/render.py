@@ -58,9 +58,18 @@ def status_note(row: dict) -> str:
         parts.append(f"{row['queued_sends']} queued")
     if row.get("next_restart_in") is not None:
         parts.append(f"restart in {row['next_restart_in']:.0f}s")
+    frozen = row.get("frozen")
+    if frozen:
+        parts.append(f"{frozen['detail']} (action: {frozen['action']})")
     parts.append(row.get("activity") or row.get("reason") or "")
     if row.get("transcript_problem"):
         parts.append(row["transcript_problem"])
+    sandbox = row.get("sandbox") or {}
+    if sandbox.get("bypassed"):
+        parts.append("sandbox bypassed" + ("" if sandbox.get("fenced") else " (no fence)"))
+    for warning in (sandbox.get("warning"), (row.get("context") or {}).get("window_warning")):
+        if warning:
+            parts.append(f"warning: {warning}")
     last = row.get("last_checkpoint")
     if last:
         ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
@@ -73,6 +82,18 @@ def scope_cell(scope: str | None) -> str:
     if not scope:
         return "-"
     return "fenced" if scope.startswith("fenced") else "watched"
+
+
+def state_label(row: dict) -> str:
+    """The STATE column: the unit's state, and a freeze by name (``running (blocked: trust)``)."""
+    frozen = row.get("frozen")
+    if not frozen:
+        return row["state"]
+    name = frozen["state"]
+    if name in ("blocked_screen", "approval_wait"):
+        screen = frozen["detail"].split(";")[0].removeprefix("blocked: ").split(" for ")[0]
+        return f"{row['state']} (blocked: {screen})"
+    return f"{row['state']} (frozen: {name})"
 
 
 def render_status(result: dict) -> str:
@@ -90,11 +111,13 @@ def render_status(result: dict) -> str:
         if ctx:
             approx = "" if ctx["exact"] else "~"
             context = f"{approx}{fmt_count(ctx['used'])}/{fmt_count(ctx['window'])} {ctx['ratio'] * 100:.0f}%"
+            if ctx.get("window_source") and ctx["window_source"] != "agent":
+                context += f" (window: {ctx['window_source']})"
         note = status_note(row)
         rows.append(
             [
                 row["unit"],
-                row["state"],
+                state_label(row),
                 row["pid"] or "-",
                 fmt_duration(row["uptime"]),
                 row["restarts"],

@@ -22,6 +22,10 @@ Sections::
     [checkpoint]  enabled, prompt, deadline, grace, on_stop, ready_timeout
     [schedule]    start, stop (cron), timezone, grace, max_runtime, restart_every, stall_after,
                   usage_limit_wait
+    [freeze]      after, idle_after_compaction, stuck_above_hard_limit, checkpoint_overdue,
+                  approval_wait, blocked_screen (what to do when a session freezes)
+    [codex]       the codex adapter (docs/codex.md)
+    [claude]      the claude adapter (docs/claude.md)
 """
 
 from __future__ import annotations
@@ -204,7 +208,7 @@ class CheckpointSection(_Section):
 
 
 class CodexSection(_Section):
-    """Settings of the ``codex`` adapter (see supervisor/adapters/codex.py and docs/codex.md)."""
+    """Settings of the ``codex`` adapter (see supervisor/adapters/codex/ and docs/codex.md)."""
 
     binary: str | None = Field(default=None, description="native codex binary (default: resolved from [agent] command[0])")
     home: str | None = Field(default=None, description='CODEX_HOME: unset = the user\'s, "private" = <state>/codex/<unit>, or a path')
@@ -214,9 +218,34 @@ class CodexSection(_Section):
     request_max_retries: int | None = Field(default=None, ge=0)
     stream_max_retries: int | None = Field(default=None, ge=0)
     auto_compact_at: float | None = Field(default=0.92, gt=0, lt=1, description="Codex's own auto-compaction, above checkpoint_at and hard_limit")
-    bypass_sandbox: bool = Field(default=True, description="--dangerously-bypass-approvals-and-sandbox (unattended)")
+    model_context_window: int | None = Field(default=None, gt=0, description="tell Codex its model's window (models it does not know)")
+    bypass_sandbox: bool = Field(default=False, description="--dangerously-bypass-approvals-and-sandbox (opt-in; see docs/codex.md)")
+    hooks: bool = Field(default=True, description="agentd's own Codex hooks (-c, trusted per session); off: notify and the rollout only")
+    trust: Literal["block", "accept"] = Field(
+        default="block", description='the "Trust this folder?" screen: block (show it in status) or accept (answer yes)')
     unbounded_retries: bool = Field(default=False, description="let Codex retry an unreachable server forever")
     overrides: tuple[str, ...] = Field(default=(), description="more -c key=value overrides, passed as given")
+
+
+class ClaudeSection(_Section):
+    """Settings of the ``claude`` adapter (see supervisor/adapters/claude/ and docs/claude.md)."""
+
+    bypass_permissions: bool = Field(default=False, description="--dangerously-skip-permissions (opt-in; see docs/claude.md)")
+    allow: tuple[str, ...] = Field(default=(), description='more permission rules allowed without asking, e.g. "Bash(npm test:*)"')
+
+
+FreezeAction = Literal["restart", "notify"]
+
+
+class FreezeSection(_Section):
+    """What agentd does when a running session freezes (see supervisor.continuity.policy.Freeze)."""
+
+    after: float = Field(default=120.0, gt=0, description="seconds a freeze must last before it counts")
+    idle_after_compaction: FreezeAction = "restart"
+    stuck_above_hard_limit: FreezeAction = "restart"
+    checkpoint_overdue: FreezeAction = "restart"
+    approval_wait: FreezeAction = "restart"
+    blocked_screen: FreezeAction = "notify"
 
 
 class ScheduleSection(_Section):
@@ -267,6 +296,8 @@ class UnitSpec(_Section):
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
     codex: CodexSection = Field(default_factory=CodexSection)
     resources: ResourcesSection = Field(default_factory=ResourcesSection)
+    claude: ClaudeSection = Field(default_factory=ClaudeSection)
+    freeze: FreezeSection = Field(default_factory=FreezeSection)
 
     @model_validator(mode="after")
     def _module_defaults_to_name(self) -> UnitSpec:

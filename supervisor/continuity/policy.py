@@ -44,6 +44,7 @@ class Trigger(str, enum.Enum):
     COMMAND = "command"  # agentd checkpoint UNIT
     RESTART = "restart"  # agentd restart UNIT
     STOP = "stop"  # a graceful stop (command, schedule, max_runtime, scope violation, removal)
+    FREEZE = "freeze"  # a frozen session whose unit says restart (see Freeze)
 
 
 class After(str, enum.Enum):
@@ -106,7 +107,26 @@ class TypeQueued:
     """The agent is idle: type the next queued message."""
 
 
-Action = Checkpoint | StopUnit | EndSession | TypeQueued
+class Freeze(str, enum.Enum):
+    """A session that will not go on by itself (each value is also its key in the unit's ``[freeze]``)."""
+
+    IDLE_AFTER_COMPACTION = "idle_after_compaction"  # at a turn end after its own compaction, never continued
+    STUCK_ABOVE_HARD_LIMIT = "stuck_above_hard_limit"  # context at or above [context] hard_limit, not coming down
+    CHECKPOINT_OVERDUE = "checkpoint_overdue"  # a checkpoint still running long after its deadline
+    APPROVAL_WAIT = "approval_wait"  # an approval prompt on screen that nobody answers
+    BLOCKED_SCREEN = "blocked_screen"  # a first-run screen: trust, login, update, onboarding
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """The session is frozen: name it (status, history); ``restart`` through the cycle, else notify only."""
+
+    freeze: Freeze
+    detail: str
+    restart: bool
+
+
+Action = Checkpoint | StopUnit | EndSession | TypeQueued | Frozen
 
 
 @dataclass(frozen=True)
@@ -119,26 +139,62 @@ class Seen:
     run_age: float | None  # seconds since this run of the unit began (None: max_runtime already acted)
     failure: str | None  # the adapter's reason the session cannot go on
     may_type: bool  # idle, nobody typing, queued text waiting
+    blocked: str | None = None  # a blocking screen the adapter sees ("trust", "approval", ...)
+    blocked_for: float = 0.0  # seconds it has been on screen
+    blocked_todo: str = ""  # what a person should do about it
+    idle_after_compaction: float | None = None  # seconds idle at the turn end after its own compaction
+    above_hard_limit_for: float | None = None  # seconds the context has been at or above hard_limit
+
+
+def frozen(spec: UnitSpec, freeze: Freeze, detail: str) -> Frozen:
+    """The unit's action for ``freeze`` (its ``[freeze]`` key of that name)."""
+    return Frozen(freeze, detail, getattr(spec.freeze, freeze.value) == "restart")
+
+
+def overdue(spec: UnitSpec, checkpoint_age: float, stop_timeout: float) -> Frozen | None:
+    """A checkpoint running ``checkpoint_age`` seconds is overdue when it outlived everything it may
+    wait for (its deadline and grace, two stop timeouts, a fresh agent's ready timeout) by ``[freeze] after``."""
+    cp = spec.checkpoint
+    limit = cp.deadline + cp.grace + 2 * stop_timeout + cp.ready_timeout + spec.freeze.after
+    if checkpoint_age < limit:
+        return None
+    return frozen(spec, Freeze.CHECKPOINT_OVERDUE,
+                  f"a checkpoint has run {checkpoint_age:.0f}s, past its deadline ({cp.deadline:g}s) and every wait after it")
 
 
 def watch(spec: UnitSpec, seen: Seen) -> Action | None:
     """The one thing to do for a running, otherwise unoccupied session now, or None.
 
     In order: ``max_runtime`` (a checkpointed stop), a failure (end the
-    session), a due checkpoint (hard limit interrupts), a stall (checkpoint,
-    interrupting the turn, within ``stall_after``), then queued text.
+    session), a blocking screen or an approval prompt that stayed ``[freeze]
+    after`` seconds (frozen), a due checkpoint (hard limit interrupts), a stall
+    (checkpoint, interrupting the turn, within ``stall_after``), a context
+    stuck above the hard limit and an agent idle after its own compaction
+    (frozen, each after ``[freeze] after``), then queued text.
     """
     sched = spec.schedule
+    after = spec.freeze.after
     if sched.max_runtime and seen.run_age is not None and seen.run_age >= sched.max_runtime:
         return StopUnit(f"max_runtime {sched.max_runtime:g}s reached")
     if seen.failure is not None:
         return EndSession(seen.failure)
+    if seen.blocked is not None and seen.blocked_for >= after:
+        kind = Freeze.APPROVAL_WAIT if seen.blocked == "approval" else Freeze.BLOCKED_SCREEN
+        return frozen(spec, kind, f"blocked: {seen.blocked} for {seen.blocked_for:.0f}s; {seen.blocked_todo}".rstrip("; "))
     trigger = due(spec, seen.context, seen.session_age) if spec.checkpoint.enabled else None
     if trigger is not None:
         return Checkpoint(trigger, interrupt=trigger is Trigger.HARD_LIMIT)
     if sched.stall_after and seen.silent_for >= sched.stall_after:
         # a stalled agent gets a fresh session even where checkpoints are off
         return Checkpoint(Trigger.STALL, interrupt=True, deadline=min(spec.checkpoint.deadline, sched.stall_after))
+    if seen.above_hard_limit_for is not None and seen.above_hard_limit_for >= after:
+        ratio = f"{seen.context.ratio * 100:.0f}%" if seen.context else "?"
+        return frozen(spec, Freeze.STUCK_ABOVE_HARD_LIMIT,
+                      f"context at {ratio}, at or above the hard limit ({spec.context.hard_limit * 100:.0f}%) "
+                      f"for {seen.above_hard_limit_for:.0f}s")
     if seen.may_type:
         return TypeQueued()
+    if seen.idle_after_compaction is not None and seen.idle_after_compaction >= after:
+        return frozen(spec, Freeze.IDLE_AFTER_COMPACTION,
+                      f"idle for {seen.idle_after_compaction:.0f}s at the turn end after its own compaction")
     return None

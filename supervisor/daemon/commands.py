@@ -179,7 +179,17 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "viewers": unit.talk.viewers,
         "violations": unit.violations,
         "schedule": schedule,
+        "sandbox": _sandbox(unit),
+        "frozen": unit.watch.frozen if driver or unit.busy else None,
     }
+
+
+def _sandbox(unit: UnitSupervisor) -> dict[str, Any] | None:
+    """The agent's own sandbox as the unit sets it (bypassed is an explicit opt-in; a warning without the fence)."""
+    try:
+        return unit.adapter.sandbox().as_dict() if unit.adapter is not None else None
+    except Exception as exc:  # noqa: BLE001 - status must always answer
+        return {"mode": "unknown", "bypassed": False, "fenced": False, "writable": [], "warning": f"cannot tell: {exc}"}
 
 
 def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[str, Any]:

@@ -67,6 +67,7 @@ class Conversation:
         self.viewers = 0
         self.person_input_at = 0.0
         self.delivery: asyncio.Task[str] | None = None  # typing the wakeup as the first message
+        self.own_compaction: tuple[str, int] | None = None  # (session, turns ended) at the agent's own compaction
 
     # ------------------------------------------------------------------ the wakeup as the first message
     @property
@@ -176,12 +177,33 @@ class Conversation:
                                        wakeup.tokens if wakeup else None)
             self.unit.last_cycle = record.as_dict()
             self.unit.rt.record_cycle(record)
-        if about:
+        if Meaning.OWN_COMPACTION in meanings:
+            self.own_compaction = (driver.session_id, driver.turns_ended)
+        if about and self.unit.spec.checkpoint.enabled:
             self.unit.checkpoint_now(Trigger.PRE_COMPACT)
         if Meaning.INJECT_WAKEUP in meanings and wakeup is not None:
             self.queue(wakeup.text)
-        output = driver.hook_output(event, meanings, wakeup.text if wakeup else None)
+        output = await asyncio.to_thread(driver.hook_output, event, meanings, wakeup.text if wakeup else None)
         return {"meanings": [m.value for m in meanings], "output": output}
+
+    def idle_after_compaction(self, now: float) -> float | None:
+        """Seconds the agent has sat idle at the turn end after its own compaction (None: it has not,
+        or it went on: a later turn began and ended, or it is busy)."""
+        driver = self.unit.driver
+        if self.own_compaction is None or driver is None:
+            return None
+        session, turns = self.own_compaction
+        if session != driver.session_id or driver.turns_ended > turns + 1:
+            self.own_compaction = None  # another session, or it continued
+            return None
+        ended_at = getattr(driver.watcher, "ended_at", None)
+        if not driver.idle or driver.turns_ended < turns or ended_at is None or self.sends:
+            return None
+        return now - ended_at
+
+    def thaw(self) -> None:
+        """A freeze is being acted on: forget the compaction it came from."""
+        self.own_compaction = None
 
     # ------------------------------------------------------------------ attach
     def person_input(self) -> None:

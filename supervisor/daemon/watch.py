@@ -6,15 +6,26 @@ poll, looks for a usage-limit message in new output, and asks the policy
 checkpoint (at the threshold, the hard limit, a session age, a stall), a
 checkpointed stop (``max_runtime``), ending a failed session, or typing the
 next queued message.  The unit carries it out.
+
+It also names a frozen session (:class:`~supervisor.continuity.policy.Freeze`):
+a blocking screen or approval prompt, a context stuck above the hard limit,
+an agent idle after its own compaction, a checkpoint long past its deadline.
+The freeze is shown in ``status`` (:attr:`SessionWatch.frozen`), written once
+to history, and acted on as the unit's ``[freeze]`` says: ``restart`` (the
+cycle, or a restart for an overdue checkpoint) or ``notify`` (named only).  A
+blocking screen the unit lets agentd answer (``[codex] trust = "accept"``)
+is answered instead.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from ..continuity.policy import Checkpoint, EndSession, Seen, StopUnit, Trigger, TypeQueued, watch
+from ..continuity.policy import Checkpoint, EndSession, Freeze, Frozen, Seen, StopUnit, Trigger, TypeQueued, overdue, watch
+from ..continuity.records import CycleRecord
 from ..schedule import UsageScanner
 from .lifecycle import UnitState
 
@@ -48,7 +59,10 @@ class Watched(Protocol):
     def limit_hit(self, limit: UsageLimit) -> None: ...
     def end_failed(self, reason: str) -> None: ...
     def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = ..., deadline: float | None = ...) -> None: ...
+    @property
+    def stop_timeout(self) -> float: ...
     async def stop(self, why: str, checkpoint: bool = ...) -> Any: ...
+    async def restart(self, now: bool = ...) -> Any: ...
 
 
 class SessionWatch:
@@ -56,28 +70,50 @@ class SessionWatch:
         self.unit = unit
         self.usage = UsageScanner()
         self.run_started_at: float | None = None  # when this run began (respawns do not reset it)
+        self.frozen: dict[str, Any] | None = None  # the freeze status shows (None: not frozen)
+        self._session: str | None = None
+        self._blocked: tuple[str, float] | None = None  # (screen kind, first seen)
+        self._above_since: float | None = None
+        self._checkpoint_since: float | None = None
 
     def run_began(self, now: float) -> None:
         self.run_started_at = now
 
+    def _new_session(self, session: str | None) -> None:
+        if session != self._session:
+            self._session = session
+            self.frozen = None
+            self._blocked = self._above_since = None
+
     def tick(self) -> None:
         unit = self.unit
         driver = unit.driver
+        now = unit.rt.clock()
+        self._new_session(driver.session_id if driver is not None else None)
+        if unit.state in (UnitState.CHECKPOINTING, UnitState.RESPAWNING) and unit.busy:
+            self._checkpoint_since = self._checkpoint_since or now
+            late = overdue(unit.spec, now - self._checkpoint_since, unit.stop_timeout)
+            if late is not None:
+                self._freeze(late, driver.session_id if driver else None)
+            return
+        self._checkpoint_since = None
         if unit.state is not UnitState.RUNNING or driver is None:
             return
         unit.context = driver.context()
         driver.watcher.tick()
         if unit.busy or unit.delivering or unit.failure is not None:
             return
-        now = unit.rt.clock()
         limit = self.usage.scan(driver.transcript_bytes, driver.tail, now)
         if limit is not None:
             unit.limit_hit(limit)
             return
         seen = Seen(unit.context, driver.uptime, driver.silent_for,
                     now - self.run_started_at if self.run_started_at is not None else None,
-                    driver.failure(), bool(unit.talk.sends) and unit.talk.may_type())
+                    driver.failure(), bool(unit.talk.sends) and unit.talk.may_type(),
+                    **self._freeze_facts(driver, now))
         action = watch(unit.spec, seen)
+        if not isinstance(action, Frozen):
+            self.frozen = None
         if isinstance(action, StopUnit):
             log.info("max_runtime_reached", unit=unit.name, max_runtime=unit.spec.schedule.max_runtime)
             self.run_started_at = None  # fire once
@@ -91,3 +127,51 @@ class SessionWatch:
             unit.checkpoint_now(action.trigger, interrupt=action.interrupt, deadline=action.deadline)
         elif isinstance(action, TypeQueued):
             unit.rt.spawn(unit.talk.type(unit.talk.sends.popleft()))
+        elif isinstance(action, Frozen):
+            self._freeze(action, driver.session_id)
+
+    def _freeze_facts(self, driver: Driver, now: float) -> dict[str, Any]:
+        """What :class:`Seen` needs to tell a frozen session: a blocking screen (answered here when
+        the unit allows it), how long the context has been above the hard limit, idle after compaction."""
+        unit = self.unit
+        facts: dict[str, Any] = {}
+        blocked = driver.blocked()
+        if blocked is not None and blocked.answer is not None:
+            log.warning("screen_answered", unit=unit.name, session=driver.session_id, screen=blocked.kind.value)
+            unit.rt.spawn(driver.send_keys(blocked.answer))
+            blocked = None
+        if blocked is None:
+            self._blocked = None
+        else:
+            if self._blocked is None or self._blocked[0] != blocked.kind.value:
+                self._blocked = (blocked.kind.value, now)
+            facts.update(blocked=blocked.kind.value, blocked_for=now - self._blocked[1], blocked_todo=blocked.todo)
+        figure = unit.context
+        if figure is not None and figure.window > 0 and figure.ratio >= unit.spec.context.hard_limit:
+            self._above_since = self._above_since or now
+            facts["above_hard_limit_for"] = now - self._above_since
+        else:
+            self._above_since = None
+        facts["idle_after_compaction"] = unit.talk.idle_after_compaction(now)
+        return facts
+
+    def _freeze(self, action: Frozen, session: str | None) -> None:
+        """Name the freeze (status; history and the log once), then act as the unit says."""
+        unit = self.unit
+        if self.frozen is not None and self.frozen["state"] == action.freeze.value:
+            return  # already named and acted on
+        act = "restart" if action.restart else "notify"
+        self.frozen = {"state": action.freeze.value, "detail": action.detail, "action": act,
+                       "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        log.warning("frozen", unit=unit.name, session=session, freeze=action.freeze.value, detail=action.detail, action=act)
+        record = CycleRecord(unit=unit.name, trigger=f"freeze: {action.freeze.value}", old_session=session,
+                             new_session=session, flush="skipped",
+                             outcome="restarting" if action.restart else "notified", notes=[action.detail])
+        unit.rt.record_cycle(record)
+        if not action.restart:
+            return
+        if action.freeze is Freeze.CHECKPOINT_OVERDUE:
+            unit.rt.spawn(unit.restart(now=True))
+        else:
+            unit.talk.thaw()
+            unit.checkpoint_now(Trigger.FREEZE, interrupt=True)
