@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
+import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from supervisor.eventindex.transcripts import TURN_CAP, marks_path
 from supervisor.eventindex.turns import Timeline, grams, marker_for, session_start, split
 from supervisor.memory import append_note, init_store, record_decision
 from supervisor.session.transcript import read_clean_at
-from tests.conftest import wait_until
+from tests.conftest import AGENTD, Project, clean_env, wait_until
 
 FAKE = marker_for("generic", "fake> $")
 SESSION = "20261201T100000-aaaaaa"
@@ -279,3 +281,50 @@ def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -
     finally:
         indexer.stop()
     assert not indexer.alive
+
+
+# -- the CLI, the MCP tool and the daemon ---------------------------------------------------------------------------
+
+def run(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*AGENTD, "--root", str(root), *args], cwd=root, env=clean_env(), capture_output=True,
+                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert not check or result.returncode == 0, result.stderr
+    return result
+
+
+def test_recall_events_reindex_and_logs_at_from_the_command_line(proj: Path) -> None:
+    record_decision(proj, "接口层采用适配器模式", "因为供应商不同，所以隔离", module="core")
+    transcript(proj).write_text("fake> one\nfake> fix read_clean_tail offsets\ndone\n")
+    out = run(proj, "recall", "--events", "适配").stdout
+    assert "decision" in out and "接口层采用适配器模式" in out and ".agent/decisions-core.log:1" in out
+    found = run(proj, "recall", "--events", "read_clean_tail", "--json").stdout
+    assert '"kind": "turn"' in found and '"open": "agentd logs demo --session ' in found
+    shown = run(proj, "logs", "demo", "--session", SESSION, "--at", "0", "-n", "1").stdout
+    assert shown == "fake> one\n"
+    rebuilt = run(proj, "recall", "--reindex")
+    assert "indexed 2 events" in rebuilt.stdout and os.fspath(default_db(state(proj))) in rebuilt.stdout
+    missing = run(proj, "recall", "--events", "nowhere_at_all", check=False)
+    assert missing.returncode == 1 and "no match" in missing.stderr
+    assert run(proj, "logs", "demo", "--session", "../x", check=False).returncode != 0
+    assert "without --raw" in run(proj, "logs", "demo", "--at", "3", "-f", check=False).stderr
+
+
+def test_the_daemon_indexes_a_running_agent(project: Project) -> None:
+    project.unit("talker", '[agent]\ncommand = ["python", "-m", "supervisor.fakeagent"]\nprompt = "fake> $"\n'
+                           "[checkpoint]\nenabled = false\n[wakeup]\non_start = false\n")
+    project.agentd("start")
+    project.wait_state("talker", "running")
+    project.agentd("send", "talker", "echo Summon_the_indexer 索引")
+
+    def found() -> str:
+        result = project.agentd("recall", "--events", "summon_the_indexer", "索引", check=False)
+        return result.stdout if result.returncode == 0 else ""
+
+    out = wait_until(found, 60, interval=0.5, what="the daemon's indexer to index the turn")
+    assert "turn" in out and "talker" in out and "--session" in out
+    assert (project.state / "events.db").is_file() and any(project.state.glob("transcripts/talker/*.marks.jsonl"))
+    command = out.splitlines()[1].split("agentd ", 1)[1].split()
+    assert "echo Summon_the_indexer" in project.agentd(*command).stdout
+    project.agentd("stop", "--now")
+    assert not any(e.get("event") == "event_index_pass_failed" for e in project.events())
+

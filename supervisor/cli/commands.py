@@ -276,20 +276,32 @@ def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
 @click.option("-n", "lines", default=40, show_default=True, help="lines to show")
 @click.option("-f", "follow", is_flag=True, help="keep printing new output")
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
+@click.option("--session", help="this session's transcript (default: the newest)")
+@click.option("--at", type=click.IntRange(min=0), help="show -n lines from this byte offset of the clean text "
+              "(what `agentd recall --events` prints)")
 @pass_app
-def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
-    """Show UNIT's transcript (clean text of the newest session)."""
-    from ..session.transcript import follow_clean, read_clean_tail
+def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool, session: str | None, at: int | None) -> None:
+    """Show UNIT's transcript (clean text of the newest session, or of --session at --at)."""
+    from ..session.transcript import follow_clean, read_clean_at, read_clean_tail, valid_session_id
     from ..config.units import valid_name
 
     if not valid_name(unit):
         raise click.ClickException(f"unit name {unit!r} is not valid")
+    if session is not None and not valid_session_id(session):
+        raise click.ClickException(f"session id {session!r} is not valid")
     directory = app.settings.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
-    files = sorted(directory.glob(f"*{suffix}")) if directory.is_dir() else []
+    pattern = f"{session}{suffix}" if session else f"*{suffix}"
+    files = sorted(directory.glob(pattern)) if directory.is_dir() else []
     if not files:
-        raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
+        raise click.ClickException(f"no transcript {pattern} for unit {unit!r} under {directory}")
     path = files[-1]
+    if at is not None:
+        if raw or follow:
+            raise click.UsageError("--at shows the clean text: without --raw and -f")
+        for line in read_clean_at(path, at, lines):
+            click.echo(line)
+        return
     if raw:
         if follow:
             raise click.UsageError("--raw and -f do not go together (follow the clean view, or tail -f the .log)")
