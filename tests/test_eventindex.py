@@ -6,6 +6,7 @@ import os
 import random
 import sqlite3
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from supervisor.eventindex.indexer import EventIndexer
 from supervisor.eventindex.transcripts import TURN_CAP, marks_path
 from supervisor.eventindex.turns import Timeline, grams, marker_for, session_start, split
 from supervisor.memory import append_note, init_store, record_decision
+from supervisor.session.fence import Fence, FenceSpec
 from supervisor.session.transcript import read_clean_at
 from tests.conftest import AGENTD, Project, clean_env, wait_until
 
@@ -261,6 +263,25 @@ def test_the_index_is_a_cache_readonly_readers_and_a_damaged_file(proj: Path) ->
         assert ix.search(["cache_word"]) == []
         ix.update()
         assert len(ix.search(["cache_word"])) == 1
+
+
+def test_a_reader_that_may_not_write_the_state_directory_still_searches(proj: Path, tmp_path: Path) -> None:
+    """An agent's ``search_events`` runs inside the Landlock fence: no -shm may be made there."""
+    transcript(proj).write_text("fake> fenced_word here\n")
+    writer = index(proj)
+    writer.update()
+    code = ("import sys; from pathlib import Path; from supervisor.eventindex import EventIndex, default_db\n"
+            f"root = Path({str(proj)!r}); state = root / '.agentd'\n"
+            "try:\n    open(state / 'probe', 'w')\nexcept PermissionError:\n    print('fenced')\n"
+            "with EventIndex(default_db(state), root, state, readonly=True) as ix:\n"
+            "    print([h.text for h in ix.search(['fenced_word'])])\n")
+    for writer_open in (True, False):  # the daemon's indexer running (a -shm to share), or gone
+        if not writer_open:
+            writer.close()
+        with Fence.build(FenceSpec.of(dirs=[tmp_path / "elsewhere"])) as fence:
+            out = subprocess.run([sys.executable, "-c", code], preexec_fn=fence, capture_output=True, text=True,
+                                 timeout=60, cwd=Path(__file__).parent.parent)
+        assert out.stdout.splitlines() == ["fenced", "['fake> fenced_word here']"], out.stderr
 
 
 def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -> None:

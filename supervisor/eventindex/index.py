@@ -161,7 +161,17 @@ class EventIndex:
         if not self.db.is_file():
             raise IndexUnavailable(f"no event index at {self.db} yet: the daemon builds it, or run "
                                    "`agentd recall --reindex`")
-        conn = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=self._busy, isolation_level=None)
+        uri = f"{self.db.as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self._busy, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        except sqlite3.OperationalError:
+            # No -shm to share and none may be made here (a directory this process may not write):
+            # with no -wal either, no writer is at work and the file is whole, so read it as it is.
+            conn.close()
+            if Path(f"{self.db}-wal").exists():
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=self._busy, isolation_level=None)
         _math(conn)
         if self._meta(conn) != self._want():
             conn.close()
