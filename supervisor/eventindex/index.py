@@ -232,22 +232,21 @@ class EventIndex:
     # ------------------------------------------------------------------ writing
     def update(self, budget: int | None = None) -> UpdateResult:
         """Read what changed in the files; at most about ``budget`` transcript bytes (None: all)."""
-        known = {row[0]: row[1:] for row in self.conn.execute(
-            "SELECT path, ino, size, mtime_ns FROM sources WHERE kind != ?", (SourceKind.TRANSCRIPT.value,))}
+        known = {row[0]: tuple(row[1:]) for row in self.conn.execute("SELECT path, ino, size, mtime_ns FROM sources")}
         present: set[str] = set()
         added = files = 0
         more = False
         for source in discover(self.root, self.state_dir):
-            present.add(str(source.path))
-            if more:
-                continue
+            present.add(source.path)
+            if more or known.get(source.path) == source.signature:
+                continue  # unchanged (a transcript with more to read is stored with size -1)
             if source.kind is SourceKind.TRANSCRIPT:
                 n, changed, spent, more = self._transcript(source, budget)
                 if budget is not None:
                     budget -= spent
                     more = more or budget <= 0
             else:
-                n, changed = self._memory(source, known.get(str(source.path)))
+                n, changed = self._memory(source)
             added += n
             files += changed
         gone = [p for (p,) in self.conn.execute("SELECT path FROM sources") if p not in present]
@@ -268,27 +267,21 @@ class EventIndex:
             return self.update(None)
 
     def _source_id(self, source: Source) -> int:
-        row = self.conn.execute("SELECT id FROM sources WHERE path = ?", (str(source.path),)).fetchone()
+        row = self.conn.execute("SELECT id FROM sources WHERE path = ?", (source.path,)).fetchone()
         if row is not None:
             return int(row[0])
         cur = self.conn.execute("INSERT INTO sources(path, kind, unit, session, module) VALUES (?, ?, ?, ?, ?)",
-                                (str(source.path), source.kind.value, source.unit, source.session, source.module))
+                                (source.path, source.kind.value, source.unit, source.session, source.module))
         return int(cur.lastrowid or 0)
 
-    def _memory(self, source: Source, had: tuple[int, int, int] | None) -> tuple[int, int]:
-        try:
-            st = source.path.stat()
-        except FileNotFoundError:
-            return 0, 0
-        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if had == signature:
-            return 0, 0
+    def _memory(self, source: Source) -> tuple[int, int]:
         rows = memory_rows(source, self.root)  # read outside the lock; the signature is from before the read
         with self._write():
-            self._drop(str(source.path), 0)
+            self._drop(source.path, 0)
             sid = self._source_id(source)
             self._insert(sid, rows)
-            self.conn.execute("UPDATE sources SET ino = ?, size = ?, mtime_ns = ? WHERE id = ?", (*signature, sid))
+            self.conn.execute("UPDATE sources SET ino = ?, size = ?, mtime_ns = ? WHERE id = ?",
+                              (*(source.signature or (None, 0, 0)), sid))
         return len(rows), 1
 
     def _transcript(self, source: Source, budget: int | None) -> tuple[int, int, int, bool]:
@@ -297,13 +290,13 @@ class EventIndex:
         while True:
             with self._write():
                 row = self.conn.execute("SELECT ino, size, mtime_ns, pos, turn_start FROM sources WHERE path = ?",
-                                        (str(source.path),)).fetchone()
+                                        (source.path,)).fetchone()
                 was = Position(*row) if row is not None else Position()
-                result = step(source.path, source.session or "", was, marker, self._marks,
+                result = step(Path(source.path), source.session or "", was, marker, self._marks,
                               None if budget is None else max(budget - spent, 1))
                 if result is None:
                     return added, changed, spent, False
-                self._drop(str(source.path), result.drop_from)
+                self._drop(source.path, result.drop_from)
                 sid = self._source_id(source)
                 self._insert(sid, result.rows)
                 p = result.position

@@ -44,7 +44,7 @@ LOWEST_PRIORITY = 19
 class EventIndexer:
     """Start with :meth:`start`, end with :meth:`stop` (joins the thread)."""
 
-    def __init__(self, root: Path, state_dir: Path, units_dir: Path | None, *, interval: float = 2.0,
+    def __init__(self, root: Path, state_dir: Path, units_dir: Path | None, *, interval: float = 5.0,
                  budget: int = BUDGET, db: Path | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.root, self.state_dir, self.units_dir = Path(root), Path(state_dir), units_dir

@@ -21,13 +21,14 @@ minute (local time, as written), a cycle record's start.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import enum
 import json
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,20 @@ class SourceKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Source:
-    """One file the index reads."""
+    """One file the index reads (its path as text: the key in the index), with its ``stat`` when it was found."""
 
-    path: Path
+    path: str
     kind: SourceKind
     unit: str | None = None
     session: str | None = None
     module: str | None = None
+    stat: os.stat_result | None = None
+
+    @property
+    def signature(self) -> tuple[int, int, int] | None:
+        """(inode, size, mtime in ns): the file has not changed while these stay the same."""
+        st = self.stat
+        return None if st is None else (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -81,41 +89,45 @@ class Row:
 
 
 def discover(root: Path, state_dir: Path) -> list[Source]:
-    """Every source file present now: memory files first, then transcripts newest first."""
+    """Every source file present now, with its stat: memory files first, then transcripts newest first."""
     paths = AgentPaths(root)
-    out: list[Source] = []
+    found: list[Source] = []
     if paths.dir.is_dir():
         for module in decisions.log_modules(paths):
             for path in decisions.files_of(paths, module):
-                out.append(Source(path, SourceKind.DECISIONS, module=module))
+                found.append(Source(str(path), SourceKind.DECISIONS, module=module))
         for path in (paths.engram_archive, paths.engram):
-            if path.is_file():
-                out.append(Source(path, SourceKind.ENGRAM))
+            found.append(Source(str(path), SourceKind.ENGRAM))
         for module in facts.modules(paths):
-            out.append(Source(paths.facts(module), SourceKind.FACTS, module=module))
-    history = state_dir / "history"
-    if history.is_dir():
-        for path in sorted(history.glob("*.jsonl")):
-            if not path.name.endswith(".sessions.jsonl"):
-                out.append(Source(path, SourceKind.HISTORY, unit=path.stem))
-    out += sorted(_transcripts(state_dir / "transcripts"), key=_mtime, reverse=True)
-    return out
-
-
-def _transcripts(directory: Path) -> Iterator[Source]:
-    if not directory.is_dir():
-        return
-    for unit_dir in directory.iterdir():
+            found.append(Source(str(paths.facts(module)), SourceKind.FACTS, module=module))
+    for entry in _entries(state_dir / "history"):
+        if entry.name.endswith(".jsonl") and not entry.name.endswith(".sessions.jsonl"):
+            found.append(Source(entry.path, SourceKind.HISTORY, unit=entry.name[:-len(".jsonl")]))
+    out = [s for s in (_with_stat(s) for s in found) if s.stat is not None]
+    transcripts = []  # plain strings and scandir's stat here: a pass looks at every transcript
+    for unit_dir in _entries(state_dir / "transcripts"):
         if unit_dir.is_dir():
-            for path in unit_dir.glob("*.txt"):
-                yield Source(path, SourceKind.TRANSCRIPT, unit=unit_dir.name, session=path.stem)
+            for entry in _entries(unit_dir.path):
+                if entry.name.endswith(".txt"):
+                    with contextlib.suppress(OSError):
+                        transcripts.append(Source(entry.path, SourceKind.TRANSCRIPT, unit=unit_dir.name,
+                                                  session=entry.name[:-4], stat=entry.stat()))
+    return out + sorted(transcripts, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
 
 
-def _mtime(source: Source) -> float:
+def _entries(directory: Path | str) -> list[os.DirEntry[str]]:
     try:
-        return source.path.stat().st_mtime
+        with os.scandir(directory) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _with_stat(source: Source) -> Source:
+    try:
+        return replace(source, stat=os.stat(source.path))
     except OSError:
-        return 0.0
+        return source
 
 
 def _local_minute(text: str, fallback: float) -> float:
@@ -127,20 +139,21 @@ def _local_minute(text: str, fallback: float) -> float:
 
 def memory_rows(source: Source, root: Path) -> list[Row]:
     """The events of a memory or history file (empty when it is gone)."""
+    path = Path(source.path)
     try:
-        mtime = source.path.stat().st_mtime
+        mtime = path.stat().st_mtime
     except FileNotFoundError:
         return []
     if source.kind is SourceKind.DECISIONS:
-        return list(_decision_rows(source.path, mtime))
+        return list(_decision_rows(path, mtime))
     if source.kind is SourceKind.ENGRAM:
         return [Row(EventKind.ENGRAM, n.line, _local_minute(n.time, mtime), n.render(), n.module)
-                for n in engram.all_notes(source.path)]
+                for n in engram.all_notes(path)]
     if source.kind is SourceKind.FACTS:
         return [Row(EventKind.FACT, f.line, _local_minute(f.added, mtime), f.render())
                 for f in facts.load(AgentPaths(root), source.module)]
     if source.kind is SourceKind.HISTORY:
-        return list(_stopped_rows(source.path))
+        return list(_stopped_rows(path))
     raise ValueError(f"{source.path}: not a memory file ({source.kind.value})")
 
 
