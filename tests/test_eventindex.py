@@ -66,12 +66,15 @@ def test_turns_start_at_prompt_lines_and_long_turns_are_cut_at_line_ends() -> No
     assert [(p.start, p.end) for p in one_long_line] == [(0, 40), (40, 80), (80, 100)]
 
 
-def test_the_prompt_marker_drops_only_an_unescaped_end_anchor() -> None:
-    assert FAKE.search("fake> typed text") and not FAKE.search("a fake prompt")
-    dollar = marker_for("generic", r"\$")
-    assert dollar.search("user@host:~$ ls") and not dollar.search("no prompt here")
-    assert marker_for("codex", None).search("  › fix the bug") and not marker_for("codex", None).search("❯ x")
-    assert marker_for("claude", None).search("❯ /compact")
+def test_prompt_lines_by_unit_kind() -> None:
+    text = "out\nfake> typed text\na fake prompt\nx fake> y\n"
+    assert FAKE.line_starts(text) == [4, 35]  # the prompt anywhere in the line (the final $ dropped)
+    assert marker_for("generic", "^fake> $").line_starts(text) == [4]  # a leading ^ kept: at the line start
+    assert marker_for("generic", r"\$").line_starts("user@host:~$ ls\nno prompt\n$ x\n") == [0, 26]
+    codex = "  › fix the bug\nsee › here\n❯ x\n"
+    assert marker_for("codex", None).line_starts(codex) == [0]
+    assert marker_for("claude", None).line_starts(codex) == [27]
+    assert marker_for("generic", None).line_starts(codex) == [0, 27]  # no prompt: either mark
 
 
 def test_grams_hold_chinese_bigrams_and_two_letter_words() -> None:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from .sources import EventKind, Row, Source, SourceKind, UnitMarkers, discover, memory_rows
 from .transcripts import Marks, Position, step
-from .turns import grams, is_cjk, two_letter
+from .turns import Marker, grams, is_cjk, two_letter
 
 SCHEMA_VERSION = "1"
 #: Matches ranked per query (the newest indexed); see the module docstring.
@@ -126,7 +126,7 @@ class EventIndex:
     """
 
     def __init__(self, db: Path, root: Path, state_dir: Path, *,
-                 markers: Callable[[str], re.Pattern[str]] | None = None, busy_timeout: float = 10.0,
+                 markers: Callable[[str], Marker] | None = None, busy_timeout: float = 10.0,
                  readonly: bool = False) -> None:
         self.db, self.root, self.state_dir = Path(db), Path(root), Path(state_dir)
         self.markers = markers or UnitMarkers(None)

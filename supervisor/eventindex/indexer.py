@@ -9,9 +9,9 @@ Never on the daemon's event loop, and out of the way of the PTY read path:
   and the agents the CPU first;
 * each pass reads at most :data:`BUDGET` transcript bytes, one step of at most
   that per transaction, and while a backlog remains (a flood of output) it
-  sleeps three times as long as it worked: at most a quarter of one core;
-  SQLite releases the GIL while it tokenizes and writes, so the loop's
-  thread keeps running;
+  sleeps three times as long as it worked, and at least :data:`BACKLOG_PAUSE`:
+  at most a quarter of one core; SQLite releases the GIL while it tokenizes
+  and writes, so the loop's thread keeps running;
 * with nothing new it looks every ``interval`` seconds (a ``stat`` per file).
 
 A pass that fails (the database locked by a long ``--reindex``, a file
@@ -36,8 +36,10 @@ log = structlog.get_logger("agentd.events")
 
 #: Transcript bytes read per pass.
 BUDGET = 1 << 20
-#: While a backlog remains: seconds asleep per second of work.
+#: While a backlog remains: seconds asleep per second of work, and at least this pause between passes
+#: (a flood of output is read at 10 MB/s at most: the indexer catches up after it, not during it).
 SLEEP_PER_WORK = 3.0
+BACKLOG_PAUSE = 0.1
 LOWEST_PRIORITY = 19
 
 
@@ -91,7 +93,7 @@ class EventIndexer:
                 index = None
             self.passes += 1
             worked = self.clock() - started
-            delay = max(worked * SLEEP_PER_WORK, 0.01) if more else max(self.interval, worked * SLEEP_PER_WORK)
+            delay = max(worked * SLEEP_PER_WORK, BACKLOG_PAUSE) if more else max(self.interval, worked * SLEEP_PER_WORK)
         if index is not None:
             index.close()
 

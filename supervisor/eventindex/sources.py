@@ -25,7 +25,6 @@ import contextlib
 import enum
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -35,7 +34,7 @@ from typing import Any
 from ..durable import parse_jsonl
 from ..memory import decisions, engram, facts, lineformat
 from ..memory.store import AgentPaths
-from .turns import marker_for
+from .turns import Marker, marker_for
 
 #: History fields that hold a cycle's "where you stopped" (issue 15 writes them).
 STOPPED_FIELDS = ("where_you_stopped", "trail")
@@ -215,9 +214,9 @@ class UnitMarkers:
     def __init__(self, units_dir: Path | None, load: Callable[[Path, str], Any] | None = None) -> None:
         self.units_dir = units_dir
         self._load = load
-        self._cache: dict[str, tuple[float, re.Pattern[str]]] = {}
+        self._cache: dict[str, tuple[float, Marker]] = {}
 
-    def __call__(self, unit: str) -> re.Pattern[str]:
+    def __call__(self, unit: str) -> Marker:
         path = self.units_dir / f"{unit}.toml" if self.units_dir is not None else None
         try:
             stamp = os.stat(path).st_mtime if path is not None else -1.0

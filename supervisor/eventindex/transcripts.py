@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..durable import JsonlTail, append_jsonl
 from .sources import EventKind, Row
-from .turns import Timeline, session_start, split
+from .turns import Marker, Timeline, session_start, split
 
 #: Bytes of one turn indexed before the rest of it is skipped (its last part is kept).
 TURN_CAP = 256 * 1024
@@ -113,7 +113,7 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def step(path: Path, session: str, was: Position, marker: re.Pattern[str], marks: Marks,
+def step(path: Path, session: str, was: Position, marker: Marker, marks: Marks,
          limit: int | None) -> Step | None:
     """Read the next region of ``path`` (see the module); None when nothing changed or the file is gone."""
     try:

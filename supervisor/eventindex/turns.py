@@ -4,10 +4,11 @@
 starts at a *prompt line*: a line where the agent's input prompt shows, with
 what was typed after it.  Which lines those are depends on the unit:
 
-* ``generic``: the unit's ``[agent] prompt`` regex (the one the daemon looks
-  for on the idle screen's cursor line), with a final ``$`` anchor dropped,
-  because in the transcript the typed text follows the prompt on that line
-  (``fake> $`` finds ``fake> run the tests``);
+* ``generic``: a line in which the unit's ``[agent] prompt`` regex (the one
+  the daemon looks for on the idle screen's cursor line) matches, with a
+  final ``$`` anchor dropped, because in the transcript the typed text
+  follows the prompt on that line (``fake> $`` finds ``fake> run the
+  tests``; a leading ``^`` keeps its meaning: at the line's start);
 * ``codex``: a line starting with ``›`` (its composer); ``claude``: ``❯``;
 * a unit with no prompt (or no unit file): either of those two marks.
 
@@ -42,9 +43,9 @@ from dataclasses import dataclass
 
 #: The longest part of a turn that is one event (characters).
 MAX_CHARS = 4000
-#: Prompt marks of the kinds whose TUI agentd knows (a line starting with them).
-KIND_MARKS = {"codex": r"[ \t]*›", "claude": r"[ \t]*❯"}
-DEFAULT_MARK = r"[ \t]*[›❯]"
+#: Prompt marks of the kinds whose TUI agentd knows (a line starting with one, after blanks).
+KIND_MARKS = {"codex": ("›",), "claude": ("❯",)}
+DEFAULT_MARKS = ("›", "❯")
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -53,14 +54,44 @@ _TWO_LETTER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{2}(?![A-Za-z0-9])")
 _SESSION_TIME = re.compile(r"(\d{8}T\d{6})(\.\d+)?")
 
 
-def marker_for(kind: str, prompt: str | None) -> re.Pattern[str]:
-    """The regex (MULTILINE) whose matches are the prompt lines of a unit's transcripts (see the module)."""
+@dataclass(frozen=True)
+class Marker:
+    """What makes a line a prompt line: one of ``patterns`` matches in it.
+
+    The patterns are searched anywhere in the text, never with a line anchor
+    (a literal start lets the regex engine skip ahead: about 0.5 ms per MB
+    of output, against 25 ms for a multi-line ``^`` and 60 for a lazy
+    prefix); ``line_start`` then keeps only matches that begin their line,
+    after blanks when ``blanks`` is set.
+    """
+
+    patterns: tuple[re.Pattern[str], ...]
+    line_start: bool = False
+    blanks: bool = False
+
+    def line_starts(self, text: str) -> list[int]:
+        """Offsets of the prompt lines of ``text``, increasing."""
+        found: set[int] = set()
+        for pattern in self.patterns:
+            for m in pattern.finditer(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                lead = text[start:m.start()]
+                if self.line_start and lead and not (self.blanks and not lead.strip(" \t")):
+                    continue
+                found.add(start)
+        return sorted(found)
+
+
+def marker_for(kind: str, prompt: str | None) -> Marker:
+    """The prompt lines of a unit's transcripts (see the module)."""
     if kind == "generic" and prompt:
-        pattern = prompt[1:] if prompt.startswith("^") else prompt
+        anchored = prompt.startswith("^")
+        pattern = prompt[1:] if anchored else prompt
         if pattern.endswith("$") and not _escaped_end(pattern):
             pattern = pattern[:-1]
-        return re.compile(f"^[^\\n]*?(?:{pattern})", re.M)
-    return re.compile("^" + KIND_MARKS.get(kind, DEFAULT_MARK), re.M)
+        return Marker((re.compile(pattern),), line_start=anchored)
+    marks = KIND_MARKS.get(kind, DEFAULT_MARKS)
+    return Marker(tuple(re.compile(re.escape(m)) for m in marks), line_start=True, blanks=True)
 
 
 def _escaped_end(pattern: str) -> bool:
@@ -78,9 +109,9 @@ class Part:
     turn: bool
 
 
-def split(text: str, marker: re.Pattern[str], max_chars: int = MAX_CHARS) -> list[Part]:
+def split(text: str, marker: Marker, max_chars: int = MAX_CHARS) -> list[Part]:
     """``text`` cut at prompt lines, then each turn into parts of at most ``max_chars`` at line ends."""
-    starts = [m.start() for m in marker.finditer(text)]
+    starts = marker.line_starts(text)
     lead = [] if starts and starts[0] == 0 else [0]  # text before the first prompt line
     bounds = lead + starts + [len(text)]
     out: list[Part] = []
