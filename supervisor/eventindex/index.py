@@ -45,7 +45,7 @@ from .turns import Marker, grams, is_cjk, two_letter
 
 SCHEMA_VERSION = "1"
 #: Matches ranked per query (the newest indexed); see the module docstring.
-POOL = 5000
+POOL = 2000
 DEFAULT_HALF_LIFE_DAYS = 14.0
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
