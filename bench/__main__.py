@@ -604,6 +604,10 @@ def write_report(data: dict, path: Path) -> None:
     L += ["## Targets", ""] + [f"- {t}" for t in data["targets"]] + [""]
     if data.get("notes"):
         L += ["## Notes", ""] + [f"- {n}" for n in data["notes"]] + [""]
+    old = path.read_text() if path.exists() else ""
+    begin, end = "<!-- events: begin -->", "<!-- events: end -->"  # bench/events.py's section stays
+    if begin in old and end in old:
+        L += [old[old.index(begin):old.index(end) + len(end)], ""]
     path.write_text("\n".join(L))
 
 

@@ -2,7 +2,8 @@
 
 Tools (each with a JSON Schema derived from the typed signature, so a client
 cannot send a malformed entry): ``log_decision``, ``note``, ``add_fact``,
-``recall``, ``update_task_state``.  Each calls the same library as the CLI,
+``recall``, ``update_task_state``, ``search_events`` (the event index,
+read only: :mod:`supervisor.eventindex`).  Each calls the same library as the CLI,
 so rules (e.g. the "because ..., so ..." why) are enforced the same way; a
 rule violation comes back as a tool error whose text says what to fix.
 
@@ -20,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from .config.paths import DEFAULT_STATE_DIR
 from .memory import LineError, StoreError, add_fact, append_note, recall, record_decision
 from .memory import update_task_state as set_task_state
 from .memory.store import AgentPaths
@@ -38,12 +40,14 @@ def _default_target(units_dir: Path | None) -> tuple[str | None, list[str]]:
     return target.module, list(target.scope)
 
 
-def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
-    """An MCPServer whose tools act on the store under ``root``."""
+def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | None = None,
+                 half_life: float = 14.0):  # -> MCPServer
+    """An MCPServer whose tools act on the store under ``root`` (and the event index in ``state_dir``)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     root = Path(root)
+    state_dir = Path(state_dir) if state_dir is not None else root / DEFAULT_STATE_DIR
     paths = AgentPaths(root)
     default_module, default_scope = _default_target(units_dir)
     server = MCPServer(
@@ -51,7 +55,8 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
         instructions=(
             "Durable project memory. Log every irreversible decision with log_decision (why: "
             "'because <cause>, so <conclusion>'), keep notes with note, record facts with their source "
-            "lines with add_fact, search with recall, and keep the task state current with update_task_state."
+            "lines with add_fact, search with recall, and keep the task state current with update_task_state. "
+            "search_events finds what happened before (earlier sessions' turns, decisions, notes), newest first."
         ),
     )
 
@@ -127,6 +132,30 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
         return "\n".join(h.render() for h in hits) or "no match"
 
     @server.tool()
+    def search_events(
+        words: Annotated[list[str], Field(min_length=1, description="words that must all occur (substrings; "
+                                                                     "two-character Chinese words work)")],
+        limit: Annotated[int, Field(ge=1, le=100, description="at most this many hits")] = 10,
+        units: Annotated[list[str], Field(description="only these units' turns and cycles")] = [],  # noqa: B006
+        half_life_days: Annotated[float | None, Field(gt=0, description="days after which a hit counts half")] = None,
+    ) -> str:
+        """Search what happened: every session's turns, all decisions, engram, facts, where each cycle stopped.
+
+        Ranked by relevance and time (newer first among equals). Each hit gives its time, kind, unit, and how
+        to open the spot (an `agentd logs UNIT --session S --at OFFSET` command, or path:line).
+        """
+        import sqlite3
+
+        from .eventindex import EventIndex, IndexUnavailable, default_db
+
+        try:
+            with EventIndex(default_db(state_dir), root, state_dir, readonly=True) as index:
+                hits = index.search(words, limit=limit, units=units, half_life_days=half_life_days or half_life)
+        except (IndexUnavailable, sqlite3.Error, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        return "\n".join(h.render(root) for h in hits) or "no match"
+
+    @server.tool()
     def update_task_state(
         state: Annotated[str, Field(min_length=1, description="where the work stopped and what comes next")],
         task: Annotated[str | None, Field(description="replace the task description too (optional)")] = None,
@@ -143,6 +172,7 @@ def build_server(root: Path, units_dir: Path | None = None):  # -> MCPServer
     return server
 
 
-def serve(root: Path, units_dir: Path | None = None) -> None:
+def serve(root: Path, units_dir: Path | None = None, state_dir: Path | None = None,
+          half_life: float = 14.0) -> None:
     """Run the server on stdio until the client closes it."""
-    build_server(root, units_dir).run("stdio")
+    build_server(root, units_dir, state_dir, half_life).run("stdio")

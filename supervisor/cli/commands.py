@@ -318,23 +318,39 @@ def _newest_transcript(directory: Path, suffix: str) -> Path | None:
 @click.option("-n", "lines", default=40, show_default=True, help="lines to show")
 @click.option("-f", "follow", is_flag=True, help="keep printing new output (and the next sessions')")
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
+@click.option("--session", help="this session's transcript (default: the newest)")
+@click.option("--at", type=click.IntRange(min=0), help="show -n lines from this byte offset of the clean text "
+              "(what `agentd recall --events` prints)")
 @pass_app
-def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
-    """Show UNIT's transcript (clean text of the newest session).
+def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool, session: str | None, at: int | None) -> None:
+    """Show UNIT's transcript (clean text of the newest session, or of --session at --at).
 
     With -f, a restart moves on to the new session's transcript (from its
     beginning; a line on stderr names the session).
     """
-    from ..session.transcript import follow_clean, read_clean_tail
+    from ..session.transcript import follow_clean, read_clean_at, read_clean_tail, valid_session_id
     from ..config.units import valid_name
 
     if not valid_name(unit):
         raise click.ClickException(f"unit name {unit!r} is not valid")
+    if session is not None and not valid_session_id(session):
+        raise click.ClickException(f"session id {session!r} is not valid")
     directory = app.settings.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
-    path = _newest_transcript(directory, suffix)
-    if path is None:
-        raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
+    if session is not None:
+        path = directory / f"{session}{suffix}"
+        if not path.is_file():
+            raise click.ClickException(f"no transcript {path.name} for unit {unit!r} under {directory}")
+    else:
+        path = _newest_transcript(directory, suffix)
+        if path is None:
+            raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
+    if at is not None:
+        if raw or follow:
+            raise click.UsageError("--at shows the clean text: without --raw and -f")
+        for line in read_clean_at(path, at, lines):
+            click.echo(line)
+        return
     if raw:
         if follow:
             raise click.UsageError("--raw and -f do not go together (follow the clean view, or tail -f the .log)")

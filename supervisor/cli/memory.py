@@ -294,7 +294,7 @@ def mcp_cmd() -> None:
     from ..mcp_server import serve
 
     settings = current_settings()
-    serve(settings.project_root, settings.units_path)
+    serve(settings.project_root, settings.units_path, settings.state_path, settings.event_half_life)
 
 
 COMMANDS = (init, decide, snapshot, doctor, mcp_cmd, task, log_cmd, task_state, sync_cmd)

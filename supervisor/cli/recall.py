@@ -7,10 +7,12 @@ doctor, mcp) are in :mod:`supervisor.cli.memory`; the helpers both use are in :m
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from .context import memory_errors, project_root, resolve_target, unit_spec
+from .context import current_settings, memory_errors, project_root, resolve_target, unit_spec
+from .recall_events import event_options, run_events
 
 
 @click.command(epilog="""\b
@@ -136,7 +138,9 @@ def promote(module: str | None) -> None:
 @click.command("recall", epilog="""\b
 Examples:
   agentd recall parser cache      # works from any folder of the project
-  agentd recall --tag deps --kind decision --limit 5""")
+  agentd recall --tag deps --kind decision --limit 5
+  agentd recall --events 适配 parse_config   # turns, decisions, notes: ranked
+  agentd recall --reindex                   # rebuild the event index from the files""")
 @click.argument("words", nargs=-1)
 @click.option("--tag", help="decision tag (arch, deps, ...) or engram kind (confirmed, hypothesis, auto)")
 @click.option("--path", "path", help="file glob the decision or fact must touch")
@@ -144,11 +148,15 @@ Examples:
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(["decision", "fact", "engram"]),
               help="only these kinds; repeatable")
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many results")
+@event_options
 def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, modules: tuple[str, ...],
-               kinds: tuple[str, ...], limit: int | None) -> None:
-    """Search all decision epochs, facts and engram; newest first."""
+               kinds: tuple[str, ...], limit: int | None, **event_args: Any) -> None:
+    """Search all decision epochs, facts and engram; newest first (--events: the event index, ranked)."""
     from ..memory import recall
 
+    if event_args["events"] or event_args["reindex"]:
+        return run_events(current_settings(), words, tag=tag, path=path, modules=modules, kinds=kinds, limit=limit,
+                          **event_args)
     with memory_errors():
         hits = recall(project_root(), words, tag=tag, path=path, modules=modules,
                       kinds=kinds or ("decision", "fact", "engram"), limit=limit)

@@ -62,6 +62,10 @@ class Settings(StatePaths, BaseSettings):
     status_interval: float = Field(default=2.0, gt=0, description="seconds between CPU/RSS samples of agents")
     only_units: tuple[str, ...] = Field(
         default=(), description="load only these units (`agentd run-unit UNIT`: one unit, one daemon, one service)")
+    event_index: bool = Field(
+        default=True, description="the daemon keeps the event index (`agentd recall --events`) up to date on a thread")
+    event_half_life: float = Field(
+        default=14.0, gt=0, description="days: in event search a hit this old counts half as much as a new one")
     service_stop_timeout: float | None = Field(
         default=None, gt=0,
         description="seconds the service manager gives agentd to stop (systemd TimeoutStopSec; "

@@ -36,6 +36,7 @@ from ..continuity.keeper import UnitKeeper
 from ..continuity.policy import checkpoint_prompt
 from ..config.units import UnitError, UnitSpec, start_order
 from ..continuity.records import CycleRecord, SessionRecord, StartReason, append_history, append_session
+from ..eventindex.indexer import start_indexer
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
@@ -98,6 +99,7 @@ class Arbiter:
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))
         self.spawn(self._ticker())
         self._scope.start_if_needed()
+        indexer = start_indexer(self.settings)  # the event index, on a thread of its own
         startup = self.spawn(self._start_all(catch_up))
         startup.add_done_callback(lambda _t: self._notifier.ready(self._summary()))
         while True:
@@ -106,6 +108,8 @@ class Arbiter:
                 break
             self._dispatch(event)
         await self._server.close()
+        if indexer is not None:
+            await asyncio.to_thread(indexer.stop)
         self._scheduler.shutdown()
         await self._scope.stop()
         log.info("daemon_stopped", pid=os.getpid())

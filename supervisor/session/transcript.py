@@ -60,7 +60,7 @@ from ..tokens import estimate_tokens_bytes
 from .cleantext import LineFolder
 from .redact import Redactor
 
-__all__ = ["Transcript", "follow_clean", "read_clean_tail", "read_tail"]
+__all__ = ["Transcript", "follow_clean", "read_clean_at", "read_clean_tail", "read_tail", "valid_session_id"]
 
 _SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 _HIGH_BYTES = bytes(range(0x80, 0x100))
@@ -289,6 +289,30 @@ def read_clean_tail(path: Path, lines: int) -> list[str]:
     """
     with open(_clean_path(path), "rb") as f:
         return _tail_lines(f, f.seek(0, os.SEEK_END), lines)
+
+
+def valid_session_id(session: str) -> bool:
+    """Whether ``session`` can name a session's files (letters, digits, '_', '-', '.'; no path)."""
+    return _SESSION_ID_RE.fullmatch(session) is not None
+
+
+def read_clean_at(path: Path, offset: int, lines: int) -> list[str]:
+    """``lines`` lines of a clean transcript from byte ``offset`` on (``agentd logs --at``, event search hits).
+
+    An offset inside a line starts there; a character cut at the offset is skipped.
+    """
+    out = b""
+    with open(_clean_path(path), "rb") as f:
+        f.seek(offset)
+        while out.count(b"\n") < lines:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                break
+            out += chunk
+    text = _decode_tail(out).split("\n")
+    if text and text[-1] == "":
+        text.pop()
+    return text[:lines]
 
 
 def follow_clean(

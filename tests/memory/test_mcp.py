@@ -10,6 +10,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from supervisor.eventindex import EventIndex, default_db
 from supervisor.memory import AgentPaths
 from supervisor.memory.task import read_task
 
@@ -25,7 +26,9 @@ def test_mcp_tools_over_stdio(plain: Path):
     async def session() -> None:
         async with Client(params, read_timeout_seconds=30) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"log_decision", "note", "add_fact", "recall", "update_task_state"}
+            assert set(tools) == {"log_decision", "note", "add_fact", "recall", "update_task_state", "search_events"}
+            no_index = await client.call_tool("search_events", {"words": ["mcp"]})
+            assert no_index.is_error and "agentd recall --reindex" in no_index.content[0].text
             schema = tools["log_decision"].input_schema
             assert set(schema["required"]) == {"decision", "why"}
             assert tools["note"].input_schema["properties"]["kind"]["enum"] == ["confirmed", "hypothesis"]
@@ -43,6 +46,14 @@ def test_mcp_tools_over_stdio(plain: Path):
             assert "use MCP" in found.content[0].text and "mcp works" in found.content[0].text
             st = await client.call_tool("update_task_state", {"state": "tools tested", "task": "Ship MCP"})
             assert not st.is_error
+            with EventIndex(default_db(plain / ".agentd"), plain, plain / ".agentd") as index:
+                index.update()  # what the daemon's indexer does
+            events = await client.call_tool("search_events", {"words": ["mcp"], "limit": 5})
+            lines = events.content[0].text.splitlines()
+            assert not events.is_error and len(lines) == 4  # two hits, two lines each
+            at = next(i for i, line in enumerate(lines) if "use MCP" in line)
+            assert " decision core " in lines[at] and lines[at + 1].strip() == ".agent/decisions-core.log:1"
+            assert any(" engram   core " in line and "mcp works" in line for line in lines)
 
     anyio.run(session)
     paths = AgentPaths(plain)

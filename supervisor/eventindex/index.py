@@ -1,0 +1,438 @@
+"""The event index: SQLite FTS5 over transcripts' turns, decisions, engram, facts and cycles.
+
+A cache over the files (:mod:`.sources`), kept in the state directory
+(``<state>/events.db``, mode 0600, never committed) and rebuilt from them at
+any time (:meth:`EventIndex.reindex`).  Standard library only: ``sqlite3``
+with FTS5.
+
+Tables: ``sources`` (one row per file, with what was read of it),
+``events`` (kind, source, offset or line, time), ``texts`` (the event's text
+and its grams) and two FTS5 indexes over ``texts`` (external content):
+``ev_tri`` (``trigram`` tokenizer: any substring of three or more
+characters, case-insensitive: code identifiers, Chinese words of three
+characters and more) and ``ev_big`` (``unicode61`` over
+:func:`.turns.grams`: two-character Chinese words and two-letter words).
+
+**Search** (:meth:`EventIndex.search`): every query word must occur (as a
+substring; see :mod:`.turns` for short words).  Score = bm25 relevance x
+``2 ** (-age / half_life)``: of two equally relevant hits the newer ranks
+first, and a hit one half-life old counts half.  Ranking looks at the
+newest :data:`POOL` matches (in the order they were indexed): a query that
+matches more events than that is a common word, among whose hits the time
+decay decides anyway; this bounds the time of every query.
+
+**Updates** (:meth:`EventIndex.update`) run one transaction per file or
+transcript step (``BEGIN IMMEDIATE``), reading the file's state inside it,
+so two writers (the daemon's indexer, a ``recall --reindex``) never index a
+region twice.  WAL mode: searches never wait for a writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .sources import EventKind, Row, Source, SourceKind, UnitMarkers, discover, memory_rows
+from .transcripts import Marks, Position, step
+from .turns import Marker, grams, is_cjk, two_letter
+
+SCHEMA_VERSION = "1"
+#: Matches ranked per query (the newest indexed); see the module docstring.
+POOL = 2000
+DEFAULT_HALF_LIFE_DAYS = 14.0
+_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sources(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, unit TEXT,
+                     session TEXT, module TEXT, ino INTEGER, size INTEGER NOT NULL DEFAULT 0,
+                     mtime_ns INTEGER NOT NULL DEFAULT 0, pos INTEGER NOT NULL DEFAULT 0,
+                     turn_start INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE events(id INTEGER PRIMARY KEY, source INTEGER NOT NULL, kind TEXT NOT NULL, at INTEGER NOT NULL,
+                    time REAL NOT NULL, module TEXT);
+CREATE INDEX events_by_source ON events(source, at);
+CREATE TABLE texts(id INTEGER PRIMARY KEY, body TEXT NOT NULL, grams TEXT NOT NULL);
+CREATE VIRTUAL TABLE ev_tri USING fts5(body, content='texts', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE ev_big USING fts5(grams, content='texts', content_rowid='id', tokenize='unicode61');
+"""
+_TABLES = ("ev_tri", "ev_big", "texts", "events", "sources", "meta")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class EventHit:
+    """One search result."""
+
+    kind: EventKind
+    unit: str | None
+    session: str | None
+    module: str | None
+    time: float
+    path: str
+    at: int
+    score: float
+    text: str  # a snippet around the first query word found
+
+    def where(self, root: Path) -> str:
+        """How to open the spot: an ``agentd logs`` command, or ``path:line``."""
+        if self.kind is EventKind.TURN:
+            return f"agentd logs {self.unit} --session {self.session} --at {self.at}"
+        try:
+            rel = str(Path(self.path).relative_to(root))
+        except ValueError:
+            rel = self.path
+        if self.kind is EventKind.STOPPED:
+            return f"agentd history {self.unit}  ({rel}:{self.at})"
+        return f"{rel}:{self.at}"
+
+    def render(self, root: Path) -> str:
+        """Two lines: time, kind, unit or module, score and the snippet; then how to open it."""
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.time))
+        owner = self.unit or self.module or "global"
+        return f"{when}  {self.kind.value:<8} {owner:<12} {self.score:8.3f}  {self.text}\n    {self.where(root)}"
+
+    def as_dict(self, root: Path) -> dict[str, object]:
+        return {"kind": self.kind.value, "unit": self.unit, "session": self.session, "module": self.module,
+                "time": self.time, "at": self.at, "path": self.path, "score": self.score, "text": self.text,
+                "open": self.where(root)}
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    added: int  # events written (an open part rewritten counts again)
+    files: int  # sources changed
+    more: bool  # the budget ran out before every file was read
+
+
+def default_db(state_dir: Path) -> Path:
+    return Path(state_dir) / "events.db"
+
+
+class IndexUnavailable(Exception):
+    """A read-only open found no usable index (none yet, or one another version built)."""
+
+
+class EventIndex:
+    """One connection to the index (use it from one thread).
+
+    ``readonly``: search only, never write (nothing is created; for a process
+    that may not write the state directory, such as an agent's tools inside
+    the fence); raises :class:`IndexUnavailable` when there is no index.
+    """
+
+    def __init__(self, db: Path, root: Path, state_dir: Path, *,
+                 markers: Callable[[str], Marker] | None = None, busy_timeout: float = 10.0,
+                 readonly: bool = False) -> None:
+        self.db, self.root, self.state_dir = Path(db), Path(root), Path(state_dir)
+        self.markers = markers or UnitMarkers(None)
+        self._marks = Marks()
+        self._busy = busy_timeout
+        if readonly:
+            self.conn = self._connect_readonly()
+            return
+        try:
+            self.conn = self._connect()
+        except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{self.db}{suffix}")
+            self.conn = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.db.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(self.db, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))  # SQLite's -wal/-shm follow
+        conn = sqlite3.connect(self.db, timeout=self._busy, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # a cache: the last commits may go with a power cut
+            _math(conn)
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        if not self.db.is_file():
+            raise IndexUnavailable(f"no event index at {self.db} yet: the daemon builds it, or run "
+                                   "`agentd recall --reindex`")
+        uri = f"{self.db.as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self._busy, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        except sqlite3.OperationalError:
+            # No -shm to share and none may be made here (a directory this process may not write):
+            # with no -wal either, no writer is at work and the file is whole, so read it as it is.
+            conn.close()
+            if Path(f"{self.db}-wal").exists():
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=self._busy, isolation_level=None)
+        _math(conn)
+        if self._meta(conn) != self._want():
+            conn.close()
+            raise IndexUnavailable(f"the event index at {self.db} is of another version or project: "
+                                   "run `agentd recall --reindex`")
+        return conn
+
+    def _want(self) -> dict[str, str]:
+        return {"version": SCHEMA_VERSION, "root": str(self.root), "state": str(self.state_dir)}
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        want = self._want()
+        if self._meta(conn) == want:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._meta(conn) != want:
+                for table in _TABLES:
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+                for statement in _SCHEMA.strip().split(";\n"):
+                    conn.execute(statement)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(want.items()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError:
+            return {}
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> EventIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction (or a part of the caller's, when one is open)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ writing
+    def update(self, budget: int | None = None) -> UpdateResult:
+        """Read what changed in the files; at most about ``budget`` transcript bytes (None: all)."""
+        known = {row[0]: tuple(row[1:]) for row in self.conn.execute("SELECT path, ino, size, mtime_ns FROM sources")}
+        present: set[str] = set()
+        added = files = 0
+        more = False
+        for source in discover(self.root, self.state_dir):
+            present.add(source.path)
+            if more or known.get(source.path) == source.signature:
+                continue  # unchanged (a transcript with more to read is stored with size -1)
+            if source.kind is SourceKind.TRANSCRIPT:
+                n, changed, spent, more = self._transcript(source, budget)
+                if budget is not None:
+                    budget -= spent
+                    more = more or budget <= 0
+            else:
+                n, changed = self._memory(source)
+            added += n
+            files += changed
+        gone = [p for (p,) in self.conn.execute("SELECT path FROM sources") if p not in present]
+        if gone and not more:
+            with self._write():
+                for path in gone:
+                    self._drop(path, 0, forget=True)
+            files += len(gone)
+        return UpdateResult(added, files, more)
+
+    def reindex(self) -> UpdateResult:
+        """Forget everything and read every file again, in one transaction (searches see the old index meanwhile)."""
+        with self._write():
+            self.conn.execute("INSERT INTO ev_tri(ev_tri) VALUES ('delete-all')")
+            self.conn.execute("INSERT INTO ev_big(ev_big) VALUES ('delete-all')")
+            for table in ("texts", "events", "sources"):
+                self.conn.execute(f"DELETE FROM {table}")
+            return self.update(None)
+
+    def _source_id(self, source: Source) -> int:
+        row = self.conn.execute("SELECT id FROM sources WHERE path = ?", (source.path,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur = self.conn.execute("INSERT INTO sources(path, kind, unit, session, module) VALUES (?, ?, ?, ?, ?)",
+                                (source.path, source.kind.value, source.unit, source.session, source.module))
+        return int(cur.lastrowid or 0)
+
+    def _memory(self, source: Source) -> tuple[int, int]:
+        rows = memory_rows(source, self.root)  # read outside the lock; the signature is from before the read
+        with self._write():
+            self._drop(source.path, 0)
+            sid = self._source_id(source)
+            self._insert(sid, rows)
+            self.conn.execute("UPDATE sources SET ino = ?, size = ?, mtime_ns = ? WHERE id = ?",
+                              (*(source.signature or (None, 0, 0)), sid))
+        return len(rows), 1
+
+    def _transcript(self, source: Source, budget: int | None) -> tuple[int, int, int, bool]:
+        added = spent = changed = 0
+        marker = self.markers(source.unit or "")
+        while True:
+            with self._write():
+                row = self.conn.execute("SELECT ino, size, mtime_ns, pos, turn_start FROM sources WHERE path = ?",
+                                        (source.path,)).fetchone()
+                was = Position(*row) if row is not None else Position()
+                result = step(Path(source.path), source.session or "", was, marker, self._marks,
+                              None if budget is None else max(budget - spent, 1))
+                if result is None:
+                    return added, changed, spent, False
+                self._drop(source.path, result.drop_from)
+                sid = self._source_id(source)
+                self._insert(sid, result.rows)
+                p = result.position
+                self.conn.execute("UPDATE sources SET ino = ?, size = ?, mtime_ns = ?, pos = ?, turn_start = ? "
+                                  "WHERE id = ?", (p.ino, p.size, p.mtime_ns, p.pos, p.turn_start, sid))
+            added += len(result.rows)
+            spent += result.consumed
+            changed = 1
+            if not result.more:
+                return added, changed, spent, False
+            if budget is not None and spent >= budget:
+                return added, changed, spent, True
+
+    def _insert(self, sid: int, rows: Sequence[Row]) -> None:
+        if not rows:
+            return
+        first = (self.conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
+        ids = range(first, first + len(rows))
+        texts = [(i, r.body, grams(r.body)) for i, r in zip(ids, rows)]
+        self.conn.executemany("INSERT INTO events(id, source, kind, at, time, module) VALUES (?, ?, ?, ?, ?, ?)",
+                              [(i, sid, r.kind.value, r.at, r.time, r.module) for i, r in zip(ids, rows)])
+        self.conn.executemany("INSERT INTO texts(id, body, grams) VALUES (?, ?, ?)", texts)
+        self.conn.executemany("INSERT INTO ev_tri(rowid, body) VALUES (?, ?)", [(i, b) for i, b, _ in texts])
+        self.conn.executemany("INSERT INTO ev_big(rowid, grams) VALUES (?, ?)", [(i, g) for i, _, g in texts])
+
+    def _drop(self, path: str, from_at: int, *, forget: bool = False) -> None:
+        """Delete the events of ``path`` at or after ``from_at`` (and the file's row when ``forget``)."""
+        ids = "SELECT e.id FROM events e JOIN sources s ON s.id = e.source WHERE s.path = ? AND e.at >= ?"
+        args = (path, from_at)
+        self.conn.execute(f"INSERT INTO ev_tri(ev_tri, rowid, body) SELECT 'delete', id, body FROM texts "
+                          f"WHERE id IN ({ids})", args)
+        self.conn.execute(f"INSERT INTO ev_big(ev_big, rowid, grams) SELECT 'delete', id, grams FROM texts "
+                          f"WHERE id IN ({ids})", args)
+        self.conn.execute(f"DELETE FROM texts WHERE id IN ({ids})", args)
+        self.conn.execute(f"DELETE FROM events WHERE id IN ({ids})", args)
+        if forget:
+            self.conn.execute("DELETE FROM sources WHERE path = ?", (path,))
+
+    # ------------------------------------------------------------------ reading
+    def count(self) -> dict[str, int]:
+        """Events per kind."""
+        return dict(self.conn.execute("SELECT kind, count(*) FROM events GROUP BY kind").fetchall())
+
+    def search(self, words: Sequence[str], *, limit: int = 10, half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+               now: float | None = None, units: Sequence[str] = (), kinds: Sequence[EventKind] = (),
+               pool: int = POOL) -> list[EventHit]:
+        """The best ``limit`` events holding every word (see the module for the score)."""
+        if half_life_days <= 0:
+            raise ValueError(f"half-life {half_life_days!r}: give a number of days above 0")
+        words = [w for w in (w.strip() for w in words) if w]
+        if not words:
+            raise ValueError("give at least one word to search for")
+        query = _Query.build(words)
+        now = time.time() if now is None else now
+        decay = math.log(2) / (half_life_days * 86400.0)  # score x exp((time - now) * decay)
+        # the candidates: the newest `pool` events that hold every word and pass the filters
+        where: list[str] = []
+        args: list[object] = []
+        if query.driver is not None:
+            table, match = query.driver
+            select, key = f"SELECT rowid AS id, bm25({table}) AS r FROM {table}", "rowid"
+            where.append(f"{table} MATCH ?")
+            args.append(match)
+            if query.other is not None:
+                where.append(f"rowid IN (SELECT rowid FROM {query.other[0]} WHERE {query.other[0]} MATCH ?)")
+                args.append(query.other[1])
+            scan_target = "rowid IN (SELECT id FROM texts WHERE instr(lower(body), ?) > 0)"
+        else:  # only one-character words: scan the text
+            select, key = "SELECT id, -1.0 AS r FROM texts", "id"
+            scan_target = "instr(lower(body), ?) > 0"
+        for word in query.scan:
+            where.append(scan_target)
+            args.append(word)
+        if units or kinds:
+            cond = [f"s.unit IN ({', '.join('?' * len(units))})"] if units else []
+            cond += [f"e.kind IN ({', '.join('?' * len(kinds))})"] if kinds else []
+            where.append(f"{key} IN (SELECT e.id FROM events e JOIN sources s ON s.id = e.source "
+                         f"WHERE {' AND '.join(cond)})")
+            args += [*units, *(EventKind(k).value for k in kinds)]
+        candidates = f"{select} WHERE {' AND '.join(where)} ORDER BY {key} DESC LIMIT ?"
+        sql = (f"WITH m AS ({candidates}) "
+               "SELECT e.kind, s.unit, s.session, coalesce(e.module, s.module), e.time, s.path, e.at, "
+               "-m.r * exp((e.time - ?) * ?) AS score, t.body "
+               "FROM m JOIN events e ON e.id = m.id JOIN sources s ON s.id = e.source JOIN texts t ON t.id = m.id "
+               "ORDER BY score DESC LIMIT ?")
+        params = [*args, pool, now, decay, limit * 3]
+        hits: list[EventHit] = []
+        seen: set[tuple[str, str]] = set()
+        for kind, unit, session, module, when, path, at, score, body in self.conn.execute(sql, params):
+            if (kind, body) in seen:
+                continue  # the same line twice (a union merge, an epoch and its live log)
+            seen.add((kind, body))
+            hits.append(EventHit(EventKind(kind), unit, session, module, when, path, at, score,
+                                 snippet(body, words)))
+            if len(hits) >= limit:
+                break
+        return hits
+
+
+def _math(conn: sqlite3.Connection) -> None:
+    """``exp()`` in SQL, also where SQLite was built without its math functions."""
+    try:
+        conn.execute("SELECT exp(0)")
+    except sqlite3.OperationalError:
+        conn.create_function("exp", 1, math.exp, deterministic=True)
+
+
+@dataclass(frozen=True)
+class _Query:
+    driver: tuple[str, str] | None  # (table, MATCH expression) that ranks
+    other: tuple[str, str] | None  # a second MATCH the hits must also satisfy
+    scan: tuple[str, ...]  # words found by scanning the text (one character)
+
+    @classmethod
+    def build(cls, words: Sequence[str]) -> _Query:
+        long, short, scan = [], [], []
+        for word in words:
+            if len(word) >= 3:
+                long.append(_phrase(word))
+            elif len(word) == 2 and (is_cjk(word) or two_letter(word)):
+                short.append(_phrase(word))
+            else:
+                scan.append(word.lower())
+        tri = ("ev_tri", " ".join(long)) if long else None
+        big = ("ev_big", " ".join(short)) if short else None
+        return cls(tri or big, big if tri else None, tuple(scan))
+
+
+def _phrase(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def snippet(body: str, words: Sequence[str], width: int = 240) -> str:
+    """About ``width`` characters of ``body`` around the first query word found, on one line."""
+    low = body.lower()
+    found = [i for i in (low.find(w.lower()) for w in words) if i >= 0]
+    start = max(0, min(found) - width // 4) if found else 0
+    text = _SPACE.sub(" ", body[start:start + width]).strip()
+    return ("…" if start > 0 else "") + text + ("…" if start + width < len(body) else "")
