@@ -162,6 +162,8 @@ class TurnWatcher:
         self.turns_ended = 0
         self.last_output_at = clock()
         self.submitted_at: float | None = None
+        self.last_turn_end_at: float | None = None  # clock() of the last turn end (status: time since)
+        self.on_change: Callable[[], None] | None = None  # told when a turn starts or ends (the change bus)
         self._changed = asyncio.Event()
 
     # inputs ----------------------------------------------------------------
@@ -180,6 +182,7 @@ class TurnWatcher:
         if self.state != Turn.IDLE:
             self.state = Turn.IDLE
             self.turns_ended += 1
+            self.last_turn_end_at = self.clock()
             self._notify()
 
     def tick(self) -> None:
@@ -195,6 +198,8 @@ class TurnWatcher:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def idle(self) -> bool:
