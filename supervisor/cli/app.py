@@ -33,13 +33,14 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import commands, export, memory
+    from . import commands, export, memory, web
 
     for command in commands.COMMANDS:
         cli.add_command(command)
     memory.register(cli)
     cli.add_command(export.export)
     cli.add_command(export.run_unit)
+    cli.add_command(web.web)
 
 
 _register()

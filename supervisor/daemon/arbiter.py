@@ -35,6 +35,8 @@ from ..continuity.records import CycleRecord, SessionRecord, StartReason, append
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
+from ..web.host import WebHost
+from .bus import ChangeBus
 from .commands import StatsSampler, command_table
 from .events import Event, FileChanged, Quit, Signal, TimerFired
 from .views import AttachUnits, ScopeUnits
@@ -77,6 +79,8 @@ class Arbiter:
         self._persist_lock = asyncio.Lock()
         self._shutdown: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.bus = ChangeBus()  # units' changes, for the dashboard's streams
+        self.web = WebHost(self, AttachUnits(self))
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> int:
@@ -88,8 +92,10 @@ class Arbiter:
         self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
         self._scheduler.start()
         catch_up = await self._load()
-        self._server = ControlServer(self.settings.socket_path, command_table(self, self._attach))
+        table = command_table(self, self._attach)
+        self._server = ControlServer(self.settings.socket_path, table)
         await self._server.start()
+        await self.web.open(table)  # serves now with [web] enabled, else when `agentd web` asks
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))
         self.spawn(self._ticker())
         self._scope.start_if_needed()
@@ -101,6 +107,7 @@ class Arbiter:
                 break
             self._dispatch(event)
         await self._server.close()
+        await self.web.close()
         self._scheduler.shutdown()
         await self._scope.stop()
         log.info("daemon_stopped", pid=os.getpid())
@@ -177,11 +184,13 @@ class Arbiter:
         driver = launch(unit.spec, self.settings, unit.adapter, wakeup, self._loop, clock=self.clock,
                         person_typing=unit.talk.person_typing)
         self._spawned_at = self.clock()  # record its tree soon: what it starts early counts too
+        driver.watcher.on_change = lambda: self.bus.publish(unit.name)  # a turn started or ended
         self._persist_due = True
         return driver
 
     def changed(self, unit: UnitSupervisor) -> None:
         self._persist_due = True
+        self.bus.publish(unit.name)
         self._notifier.status(self._summary())
 
     def record_cycle(self, record: CycleRecord) -> None:
