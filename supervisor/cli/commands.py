@@ -54,7 +54,13 @@ def _announce(action: str, names: list[str], longest: float) -> None:
                    f"not the daemon; --now skips the checkpoint", err=True)
 
 
-def _interrupted(action: str, units: tuple[str, ...], now: bool) -> None:
+def _progress(app: AppContext, units: tuple[str, ...]):  # -> Progress
+    from .progress import Progress, deadlines
+
+    return Progress(app.settings.socket_path, units_arg(units), deadlines(app.settings.units_path))
+
+
+def _interrupted(action: str, units: tuple[str, ...], now: bool, doing: list[str] | None = None) -> None:
     """Ctrl-C while the daemon works: say what goes on without us, and how to skip it."""
     what = ", ".join(units) if units else ("every unit, then itself" if action == "stop" else "the units")
     steps = ("ends each agent (SIGTERM, then SIGKILL after its stop_timeout)" if now else
@@ -64,6 +70,8 @@ def _interrupted(action: str, units: tuple[str, ...], now: bool) -> None:
     hint = "" if now else f" `agentd {action} --now{' ' + ' '.join(units) if units else ''}` skips the checkpoints;"
     click.echo(f"\nagentd {action}: interrupted. The daemon goes on {verb} {what} in the background: it {steps}."
                f"{hint} `agentd status` shows where it is.", err=True)
+    for line in doing or ():
+        click.echo(f"  now: {line}", err=True)
     sys.exit(INTERRUPTED)
 
 @click.command(epilog="""\b
@@ -123,21 +131,25 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     if not daemon_running(settings):
         click.echo("agentd is not running")
         return
+    progress = _progress(app, units)
     try:
         if not now:
             _announce("stop", *_checkpointing(app, units))
         if units:
-            print_result(client_call(settings, "stop", timeout=None, units=list(units), now=now))
+            with progress:
+                result = client_call(settings, "stop", timeout=None, units=list(units), now=now)
+            print_result(result)
             return
         from ..daemon.daemonize import wait_stopped
         from ..daemon.pidfile import read_pidfile
 
         daemon = read_pidfile(settings.pidfile)
-        client_call(settings, "shutdown", timeout=None, now=now)
+        with progress:
+            client_call(settings, "shutdown", timeout=None, now=now)
         if not wait_stopped(settings, timeout=60.0, daemon=daemon):
             raise click.ClickException("agentd did not exit within 60s after stopping its units")
     except KeyboardInterrupt:
-        _interrupted("stop", units, now)
+        _interrupted("stop", units, now, progress.doing())
     click.echo("agentd stopped")
 
 
@@ -167,7 +179,9 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(render_status(result))
+        from .style import colour_on, width
+
+        click.echo(render_status(result, colour=colour_on(), limit=width()))
     if units and any(row["state"] != "running" for row in result["units"]):
         sys.exit(3)
 
@@ -187,12 +201,15 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     settings = app.settings
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
+    progress = _progress(app, units)
     try:
         if not now:
             _announce("restart", *_checkpointing(app, units))
-        print_result(client_call(settings, "restart", timeout=None, units=units_arg(units), now=now))
+        with progress:
+            result = client_call(settings, "restart", timeout=None, units=units_arg(units), now=now)
+        print_result(result)
     except KeyboardInterrupt:
-        _interrupted("restart", units, now)
+        _interrupted("restart", units, now, progress.doing())
 
 
 @click.command(epilog="""\b
@@ -205,7 +222,16 @@ def reload(app: AppContext) -> None:
     settings = app.settings
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    report = client_call(settings, "reload", timeout=None)
+    progress = _progress(app, ())
+    try:
+        with progress:
+            report = client_call(settings, "reload", timeout=None)
+    except KeyboardInterrupt:
+        click.echo("\nagentd reload: interrupted. The daemon goes on with the reload (units changed or removed "
+                   "are checkpointed first); `agentd status` shows where it is.", err=True)
+        for line in progress.doing():
+            click.echo(f"  now: {line}", err=True)
+        sys.exit(INTERRUPTED)
     assert isinstance(report, dict)
     for key in ("started", "stopped", "restarted", "kept"):
         click.echo(f"{key}: {', '.join(report[key]) or '-'}")
@@ -271,19 +297,38 @@ def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
     sys.exit(code)
 
 
-@click.command()
-@click.argument("unit")
+@click.command(epilog="""\b
+Examples:
+  agentd logs web -f            # one unit's clean transcript, following it
+  agentd logs --all -f          # every unit, interleaved, with coloured name prefixes
+  agentd logs --daemon -n 100   # agentd's own log, for people (--json: as written)""")
+@click.argument("unit", required=False)
 @click.option("-n", "lines", default=40, show_default=True, help="lines to show")
 @click.option("-f", "follow", is_flag=True, help="keep printing new output")
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
+@click.option("--all", "all_units", is_flag=True, help="every unit's transcript, name-prefixed")
+@click.option("--daemon", is_flag=True, help="agentd's own log (.agentd/agentd.log) in human form")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
 @pass_app
-def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool) -> None:
-    """Show UNIT's transcript (clean text of the newest session)."""
+def logs(app: AppContext, unit: str | None, lines: int, follow: bool, raw: bool, all_units: bool, daemon: bool,
+         as_json: bool) -> None:
+    """Show UNIT's transcript (clean text of the newest session), every unit's (--all), or agentd's (--daemon)."""
     from ..session.transcript import follow_clean, read_clean_tail
-    from ..config.units import valid_name
+    from . import logs as logs_mod
+    from .names import check_unit
 
-    if not valid_name(unit):
-        raise click.ClickException(f"unit name {unit!r} is not valid")
+    if sum((unit is not None, all_units, daemon)) != 1:
+        raise click.UsageError("give one of: UNIT, --all, --daemon")
+    if daemon:
+        return logs_mod.show_daemon(app.paths.log_path, lines, follow, as_json)
+    if all_units:
+        if raw:
+            raise click.UsageError("--raw goes with one UNIT")
+        return logs_mod.show_all(app.paths.transcripts_path, lines, follow, as_json)
+    assert unit is not None
+    check_unit(app.paths, unit)
+    if as_json:
+        return logs_mod.show_all(app.paths.transcripts_path, lines, follow, True, only=unit)
     directory = app.settings.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
     files = sorted(directory.glob(f"*{suffix}")) if directory.is_dir() else []
@@ -336,10 +381,9 @@ def history(app: AppContext, unit: str, count: int, as_json: bool) -> None:
     import json
 
     from ..continuity.records import read_history
-    from ..config.units import valid_name
+    from .names import check_unit
 
-    if not valid_name(unit):
-        raise click.ClickException(f"unit name {unit!r} is not valid")
+    check_unit(app.paths, unit)  # `history nosuch` is an error, with "did you mean"
     records = list(read_history(app.settings.state_path, unit))[-count:]
     if as_json:
         for rec in records:
@@ -348,7 +392,9 @@ def history(app: AppContext, unit: str, count: int, as_json: bool) -> None:
     if not records:
         click.echo(f"no checkpoint cycles recorded for {unit}")
         return
-    click.echo(render_history(records))
+    from .style import width
+
+    click.echo(render_history(records, limit=width()))
 
 
 @click.command(epilog="""\b

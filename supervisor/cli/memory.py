@@ -11,6 +11,8 @@ else the global log.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -222,7 +224,8 @@ Examples:
 @click.option("--all", "all_", is_flag=True, help="every module's log")
 @click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
 @click.option("--tag", help="only decisions with this tag")
-def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None, as_json: bool) -> None:
     """The decision timeline: the global log merged by time with module logs (all epochs)."""
     from ..memory import AgentPaths
     from ..memory.decisions import Entry, iter_all, log_modules
@@ -245,8 +248,12 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
     entries.sort(key=Entry.sort_key)
     for e in entries:
         d = e.decision
+        if as_json:
+            click.echo(json.dumps({"time": d.time, "module": e.module or "global", "tags": list(d.tags),
+                                   "decision": d.decision, "why": d.why, "files": list(d.files), "snapshot": d.snapshot}))
+            continue
         click.echo(f"[{d.time}] [{e.module or 'global'}] [{', '.join(d.tags) or '-'}] {d.decision} | why: {d.why}")
-    if not entries:
+    if not entries and not as_json:
         click.echo("no decisions")
 
 
@@ -337,7 +344,8 @@ def fact_invalidate(fact_id: str, why: str) -> None:
 Examples:
   agentd fact list --module api""")
 @click.option("--module", help="only this module ('global' for global facts)")
-def fact_list(module: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+def fact_list(module: str | None, as_json: bool) -> None:
     """List facts with their status."""
     from ..memory import facts as facts_mod
     from ..memory.store import AgentPaths
@@ -346,6 +354,9 @@ def fact_list(module: str | None) -> None:
         items = facts_mod.load_all(AgentPaths(_root()))
     for f in items:
         if module and f.module != module:
+            continue
+        if as_json:
+            click.echo(json.dumps(dataclasses.asdict(f)))
             continue
         extra = f" — invalid: {f.invalid_why}" if f.invalid_why else ""
         click.echo(f"{f.id} [{f.status}] ({f.module}) {f.text} [source {f.source or 'engram'}]{extra}")
@@ -381,8 +392,9 @@ Examples:
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(["decision", "fact", "engram"]),
               help="only these kinds; repeatable")
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many results")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
 def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, modules: tuple[str, ...],
-               kinds: tuple[str, ...], limit: int | None) -> None:
+               kinds: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     """Search all decision epochs, facts and engram; newest first."""
     from ..memory import recall
 
@@ -390,7 +402,7 @@ def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, module
         hits = recall(_root(), words, tag=tag, path=path, modules=modules,
                       kinds=kinds or ("decision", "fact", "engram"), limit=limit)
     for hit in hits:
-        click.echo(hit.render())
+        click.echo(json.dumps({k: v for k, v in dataclasses.asdict(hit).items() if k != "order"}) if as_json else hit.render())
     if not hits:
         click.echo("no match", err=True)
         sys.exit(1)
@@ -464,7 +476,8 @@ def snapshot_show(ident: str, file: str | None) -> None:
 Examples:
   agentd snapshot list --limit 5""")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-def snapshot_list(limit: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines (each snapshot's summary)")
+def snapshot_list(limit: int, as_json: bool) -> None:
     """The newest snapshots, newest first."""
     from ..memory import snapshots
     from ..memory.store import AgentPaths
@@ -473,6 +486,10 @@ def snapshot_list(limit: int) -> None:
     for ident in reversed(snapshots.list_ids(paths)[-limit:]):
         data = snapshots.load(paths, ident) or {}
         kind = "complete" if data.get("complete", True) else "thinned"
+        if as_json:
+            click.echo(json.dumps({"id": data.get("id", ident), "time": data.get("time"), "module": data.get("module"),
+                                   "complete": data.get("complete", True), "decision": data.get("decision")}))
+            continue
         click.echo(f"{data.get('id', ident)}  {data.get('time', '?')}  {data.get('module') or 'global'}  "
                    f"[{kind}]  {data.get('decision', '(unreadable)')}")
 

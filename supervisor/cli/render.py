@@ -53,8 +53,9 @@ def status_note(row: dict) -> str:
     return "; ".join(part for part in parts if part)
 
 
-def render_status(result: dict) -> str:
-    from tabulate import tabulate
+def render_status(result: dict, colour: bool = False, limit: int | None = None) -> str:
+    """The status table; ``colour``: states in colour; ``limit``: fit this width (drop columns, cut NOTE)."""
+    from .style import fit, state
 
     daemon = result["daemon"]
     head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {daemon['project_root']}"
@@ -69,7 +70,7 @@ def render_status(result: dict) -> str:
         rows.append(
             [
                 row["unit"],
-                row["state"],
+                state(row["state"], colour),
                 row["pid"] or "-",
                 fmt_duration(row["uptime"]),
                 row["restarts"],
@@ -80,7 +81,8 @@ def render_status(result: dict) -> str:
                 note,
             ]
         )
-    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "CONTEXT", "NOTE"])
+    table = fit(["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "RSS", "CONTEXT", "NOTE"], rows, limit,
+                drop=("LAST EXIT", "RSS", "CPU", "PID", "RESTARTS", "UPTIME"))
     lines = [head, table if rows else "(no units)"]
     for err in result.get("errors", []):
         lines.append(f"error: {err}")
@@ -88,8 +90,8 @@ def render_status(result: dict) -> str:
 
 
 
-def render_history(records: list[dict]) -> str:
-    from tabulate import tabulate
+def render_history(records: list[dict], limit: int | None = None) -> str:
+    from .style import fit
 
     rows = []
     for rec in records:
@@ -106,4 +108,5 @@ def render_history(records: list[dict]) -> str:
             f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
             steps,
         ])
-    return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "STEPS"])
+    return fit(["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "STEPS"], rows, limit,
+               drop=("STEPS", "SESSIONS"))
