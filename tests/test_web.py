@@ -147,3 +147,27 @@ def test_web_settings() -> None:
         assert "loopback" in str(exc)
     else:
         raise AssertionError("metrics_public off loopback must be refused")
+
+
+def test_the_timeline_merges_every_module_with_the_global_log(shared: Dashboard) -> None:
+    project = shared.project
+    project.agentd("decide", "first, global", "--why", "because it applies to all, so it is global", "--global",
+                   "--tag", "arch")
+    project.agentd("decide", "second, in module beta", "--why", "because beta owns it, so beta decides",
+                   "--module", "beta", "--tag", "deps")
+    found = shared.json("/api/timeline")
+    mine = [d for d in found["decisions"] if d["decision"] in ("first, global", "second, in module beta")]
+    assert [(d["module"], d["tags"]) for d in mine] == [("global", ["arch"]), ("beta", ["deps"])]
+    assert all(d["t"] for d in mine) and set(found["units"]) == {"alpha", "beta"}
+
+
+def test_a_listen_address_beyond_loopback_still_needs_the_token_and_says_so(project: Project) -> None:
+    board = start_dashboard(project, units=("solo",), web='listen = "0.0.0.0"\n')
+    said = project.agentd("web").stderr
+    assert "reachable from other machines" in said and "needs the token" in said
+    assert project.events("web_not_loopback")
+    # any Host is accepted off loopback (no rebinding check), never without the token
+    status, _h, _b = board.request("GET", "/api/overview", token=False, headers={"Host": "agentd.example:8765"})
+    assert status == 401
+    status, _h, _b = board.request("GET", "/api/overview", headers={"Host": "agentd.example:8765"})
+    assert status == 200

@@ -66,7 +66,8 @@ def start_dashboard(project: Project, units: tuple[str, ...] = ("alpha", "beta")
         project.wait_state(name, "running")
     info = json.loads(project.agentd("web", "--json").stdout)
     token = (Path(info["token_file"])).read_text().strip()
-    return Dashboard(project, info["url"], info["base"], token)
+    base = f"http://127.0.0.1:{info['port']}/"  # also when listen is 0.0.0.0 (the URL names the host then)
+    return Dashboard(project, info["url"].replace(info["base"], base), base, token)
 
 
 @pytest.fixture

@@ -366,11 +366,12 @@ class Arbiter:
         log.info("global_decision_broadcast", origin=origin, units=told)
         return {"told": told}
 
-    async def status(self, names: list[str] | None) -> dict[str, Any]:
+    async def status(self, names: list[str] | None, stats: bool = True) -> dict[str, Any]:
         from .commands import status, unit_of
 
         targets = [unit_of(self, n) for n in names] if names else list(self.units.values())
-        await self._stats.refresh(targets)
+        if stats:  # the dashboard's live cards skip the CPU/RSS sample (psutil over every tree)
+            await self._stats.refresh(targets)
         return status(self, targets, self._scheduler)
 
     async def shutdown(self, now: bool = False) -> dict[str, Any]:

@@ -24,13 +24,19 @@ class Subscription:
         self.dirty.add(name)
         self._wake.set()
 
+    def poke(self) -> None:
+        """Wake the subscriber with nothing changed (it has something else to look at)."""
+        self._wake.set()
+
     async def wait(self, timeout: float | None = None) -> set[str]:
-        """The changed names (empty after ``timeout`` seconds without a change)."""
-        if not self.dirty:
+        """The changed names (empty after ``timeout`` seconds without a change, or after a poke)."""
+        if not self.dirty and not self._wake.is_set():
+            timer = asyncio.get_running_loop().call_later(timeout, self._wake.set) if timeout is not None else None
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+                await self._wake.wait()  # no task per wait: a page's stream waits here many times a second
+            finally:
+                if timer is not None:
+                    timer.cancel()
         self._wake.clear()
         names, self.dirty = self.dirty, set()
         return names
@@ -41,8 +47,10 @@ class ChangeBus:
 
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
+        self.versions: dict[str, int] = {}  # name -> publications so far (what a cached view was made from)
 
     def publish(self, name: str) -> None:
+        self.versions[name] = self.versions.get(name, 0) + 1
         for sub in self._subs:
             sub.mark(name)
 
@@ -50,6 +58,10 @@ class ChangeBus:
         sub = Subscription()
         self._subs.add(sub)
         return sub
+
+    def poke_all(self) -> None:
+        for sub in self._subs:
+            sub.poke()
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)

@@ -46,6 +46,8 @@ SAMPLE_EVERY = 1.0
 #: Context points kept per unit for the chart (one at most every POINT_GAP seconds, or when it moved).
 POINTS = 2000
 POINT_GAP = 5.0
+#: Seconds a card built for one page's stream serves the other pages too.
+CARD_REUSE = 0.5
 
 
 class WebDaemon(Protocol):
@@ -56,7 +58,7 @@ class WebDaemon(Protocol):
     bus: ChangeBus
     load_errors: list[Any]
 
-    async def status(self, names: list[str] | None) -> dict[str, Any]: ...
+    async def status(self, names: list[str] | None, stats: bool = ...) -> dict[str, Any]: ...
 
 
 class WebError(Exception):
@@ -101,6 +103,7 @@ class WebHost:
         self._metrics: Any = None
         self.guard: Any = None  # the auth middleware (supervisor.web.auth.Guard), made with the app
         self._lock = asyncio.Lock()
+        self._recent: dict[str, tuple[float, int | None, dict[str, Any]]] = {}  # unit -> (when, bus version, card)
 
     # ------------------------------------------------------------------ life
     @property
@@ -183,6 +186,7 @@ class WebHost:
             if self._runner is None:
                 return
             self.closing.set()
+            self.daemon.bus.poke_all()
             if self._sampler is not None:
                 self._sampler.cancel()
             runner, self._runner = self._runner, None
@@ -203,20 +207,33 @@ class WebHost:
     def facts(self, name: str) -> UnitFacts:
         return facts_of(self.daemon.units[name], self.last_cycles.get(name))
 
-    async def cards(self, names: set[str] | None = None) -> dict[str, Any]:
-        """The cards of ``names`` (None: every unit), and the names of units no longer there."""
+    async def cards(self, names: set[str] | None = None, stats: bool = False) -> dict[str, Any]:
+        """The cards of ``names`` (None: every unit), and the names of units no longer there.
+
+        Without ``stats`` the cards carry the last CPU/RSS sample (live updates do not sample
+        every agent's process tree); a card computed for another page moments ago is reused.
+        """
         known = list(self.daemon.units) if names is None else [n for n in names if n in self.daemon.units]
         removed = [] if names is None else sorted(n for n in names if n not in self.daemon.units)
-        result = await self.daemon.status(known) if known else {"units": []}
         now = time.time()
-        cards = [card(row, self.facts(row["unit"]), self.host, now) for row in result["units"]
-                 if row["unit"] in self.daemon.units]
-        return {"now": now, "cards": cards, "removed": [f"{self.host}/{n}" for n in removed]}
+        versions = self.daemon.bus.versions
+        fresh = {n: c for n in known if (c := self._recent.get(n)) is not None and not stats
+                 and now - c[0] < CARD_REUSE and c[1] == versions.get(n)}
+        todo = [n for n in known if n not in fresh]
+        result = await self.daemon.status(todo, stats=stats) if todo else {"units": []}
+        for row in result["units"]:
+            if row["unit"] in self.daemon.units:
+                fresh[row["unit"]] = (now, versions.get(row["unit"]), card(row, self.facts(row["unit"]), self.host, now))
+        self._recent.update(fresh)
+        return {"now": now, "cards": [fresh[n][2] for n in known if n in fresh],
+                "removed": [f"{self.host}/{n}" for n in removed]}
 
     async def overview(self) -> dict[str, Any]:
         result = await self.daemon.status(None)
         now = time.time()
         cards = [card(row, self.facts(row["unit"]), self.host, now) for row in result["units"]]
+        versions = self.daemon.bus.versions
+        self._recent = {c["unit"]: (now, versions.get(c["unit"]), c) for c in cards}
         return {"now": now, "host": self.host, "daemon": result["daemon"], "cards": cards,
                 "errors": result.get("errors", []), "legend": legend(), "peers": []}
 
@@ -236,7 +253,7 @@ class WebHost:
     # ------------------------------------------------------------------ the sampler
     def _fingerprint(self, unit: Any) -> tuple[Any, ...]:
         driver, ctx = unit.driver, unit.context
-        ratio = round(ctx.ratio * 200) if ctx is not None and driver is not None else None  # 0.5 % steps
+        ratio = round(ctx.ratio * 100) if ctx is not None and driver is not None else None  # 1 % steps
         return (unit.state, driver.watcher.state if driver else None, ratio, unit.activity, unit.reason,
                 len(unit.talk.sends), unit.violations, unit.restarts, unit.talk.viewers,
                 (unit.last_cycle or {}).get("started"), driver.session_id if driver else None)

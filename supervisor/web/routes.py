@@ -84,7 +84,7 @@ def make_app(host: WebHost) -> web.Application:
         unit = host.daemon.units[name]
         settings = host.daemon.settings
         detail = await asyncio.to_thread(data.unit_detail, settings.state_path, settings.project_root, unit.spec)
-        cards = await host.cards({name})
+        cards = await host.cards({name}, stats=True)
         return web.json_response({**detail, "card": cards["cards"][0] if cards["cards"] else None,
                                   "now": cards["now"], "series": list(host.series.get(name, ()))})
 
@@ -136,6 +136,7 @@ def make_app(host: WebHost) -> web.Application:
 
     async def closing(app: web.Application) -> None:
         host.closing.set()  # every open stream ends; actions still running finish in the daemon
+        host.daemon.bus.poke_all()
 
     app.on_shutdown.append(closing)
     app.add_routes([

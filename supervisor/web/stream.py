@@ -16,6 +16,7 @@
 A comment line every :data:`HEARTBEAT` seconds keeps proxies from closing an
 idle stream.  A change published on the bus reaches the page within
 ``MIN_GAP`` plus the time to write it: a state change shows well within a second.
+The daemon ends every stream when it stops serving (``closing``, then a poke).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..control.attach import AttachTarget
 from ..daemon.bus import ChangeBus
 from .terminal import TerminalFeed
 
-MIN_GAP = 0.2  # seconds between two events of one stream (coalescing)
+MIN_GAP = 0.25  # seconds between two events of one stream (coalescing)
 HEARTBEAT = 15.0
 MAX_PENDING = 1 << 20  # terminal bytes a slow page may lag before the oldest are skipped
 
@@ -61,11 +62,11 @@ class PageStream:
         if len(self.pending) > MAX_PENDING:
             del self.pending[:len(self.pending) - MAX_PENDING // 2]
             self.dropped = True
-        self._sub.mark("")
+        self._sub.poke()
 
     def _on_session(self, info: dict[str, Any]) -> None:
         self.sessions.append(info)
-        self._sub.mark("")
+        self._sub.poke()
 
     def _terminal_events(self) -> bytes:
         out = b""
@@ -90,30 +91,24 @@ class PageStream:
         await response.prepare(request)
         self._sub = self.bus.subscribe()
         feed_task = None
-        closing = asyncio.ensure_future(self.closing.wait())
         try:
             await response.write(b"retry: 1000\n\n" + sse("overview", await self.overview()))
             if self.attach is not None and self.unit is not None:
                 feed = TerminalFeed(self.attach, self.unit, self._on_session, self._on_data)
                 feed_task = asyncio.ensure_future(feed.run())
             while not self.closing.is_set():
-                waiter = asyncio.ensure_future(self._sub.wait(HEARTBEAT))
-                await asyncio.wait({waiter, closing}, return_when=asyncio.FIRST_COMPLETED)
-                if not waiter.done():
-                    waiter.cancel()
+                names = await self._sub.wait(HEARTBEAT)
+                if self.closing.is_set():
                     break
-                names = waiter.result()
                 out = self._terminal_events()
-                units = {n for n in names if n}
-                if units:
-                    out += sse("units", await self.cards(units))
+                if names:
+                    out += sse("units", await self.cards(names))
                 await response.write(out or b": ping\n\n")
                 await asyncio.sleep(MIN_GAP)
         except ConnectionError:
             pass  # the page went away
         finally:
             self.bus.unsubscribe(self._sub)
-            closing.cancel()
             if feed_task is not None:
                 feed_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -48,7 +48,9 @@ A.pct = (r, digits) => r === null || r === undefined ? "–" : (r * 100).toFixed
 A.time = function (epoch) {
   if (!epoch) return "–";
   const d = new Date(epoch * 1000);
-  return d.toLocaleString(undefined, {month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  const clock = d.toLocaleTimeString(undefined, {hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false});
+  if (d.toDateString() === new Date().toDateString()) return clock;
+  return d.toLocaleDateString(undefined, {month: "short", day: "numeric"}) + " " + clock;
 };
 
 // Server clock minus browser clock: "seconds ago" stays right when the two differ.

@@ -49,7 +49,7 @@ function renderCard(c) {
       stat("last cycle", lastCycle(last)),
       stat("violations", String(c.violations), c.violations ? "bad" : "")),
     A.el("div", {class: "foot", title: footText(c)},
-      next ? A.el("span", {class: "sched", text: "⏲ " + next + (footText(c) ? " · " : "")}) : null,
+      next ? A.el("span", {class: "sched", text: "◷ " + next + (footText(c) ? " · " : "")}) : null,
       footText(c), c.queued_sends ? ` · ${c.queued_sends} queued` : ""));
   node.querySelector(".stats .stat .v").setAttribute("data-since", c.last_turn_end || "");
   return node;

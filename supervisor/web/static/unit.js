@@ -70,9 +70,9 @@ function renderCycles() {
     A.el("td", {class: "mono", text: r.wip_commit ? String(r.wip_commit).slice(0, 10) : "–"}),
     A.el("td", {text: r.recall !== undefined && r.recall !== null ? (typeof r.recall === "number" ? A.pct(r.recall) : String(r.recall)) : "–"}),
     A.el("td", {class: "muted", text: r.outcome})));
-  document.getElementById("cycles").replaceChildren(A.el("table", {},
+  document.getElementById("cycles").replaceChildren(A.el("div", {class: "scroll-x"}, A.el("table", {},
     A.el("thead", {}, A.el("tr", {}, ...["when", "trigger", "tokens before", "wakeup", "ratio", "flush", "WIP commit", "recall", "outcome"].map((h) => A.el("th", {text: h})))),
-    A.el("tbody", {}, rows)));
+    A.el("tbody", {}, rows))));
 }
 
 function renderChart() {
@@ -133,10 +133,10 @@ function renderMemory(detail) {
     A.el("div", {text: f.text}), A.el("div", {class: "why", text: (f.source || "engram") + (f.invalid_why ? " — " + f.invalid_why : "")}))) :
     [A.el("div", {class: "muted", text: "no facts"})]));
   const vio = detail.violations.slice(-50).reverse();
-  document.getElementById("violations").replaceChildren(vio.length ? A.el("table", {},
+  document.getElementById("violations").replaceChildren(vio.length ? A.el("div", {class: "scroll-x"}, A.el("table", {},
     A.el("thead", {}, A.el("tr", {}, ...["when", "path", "rule", "action", "done"].map((h) => A.el("th", {text: h})))),
     A.el("tbody", {}, vio.map((v) => A.el("tr", {}, A.el("td", {text: A.time(v.t)}), A.el("td", {class: "mono", text: v.path}),
-      A.el("td", {text: v.rule}), A.el("td", {text: v.action}), A.el("td", {class: "muted", text: v.done || "–"})))))
+      A.el("td", {text: v.rule}), A.el("td", {text: v.action}), A.el("td", {class: "muted", text: v.done || "–"}))))))
     : A.el("div", {class: "muted", text: "no violations"}));
 }
 
