@@ -46,7 +46,7 @@ LOOK: dict[Display, tuple[str, str, str]] = {
     Display.RUNNING: ("◍", "running", "ok"),
     Display.STARTING: ("◔", "starting", "info"),
     Display.CHECKPOINTING: ("⟳", "checkpointing", "cycle"),
-    Display.WAITING: ("⏸", "waiting", "wait"),
+    Display.WAITING: ("◷", "waiting", "wait"),
     Display.BACKOFF: ("↻", "backoff", "warn"),
     Display.STOPPING: ("◕", "stopping", "info"),
     Display.FAILED: ("✖", "failed", "bad"),
