@@ -247,7 +247,8 @@ class TurnWatcher:
         self.turns_ended = 0
         self.last_output_at = clock()
         self.submitted_at: float | None = None
-        self.ended_at: float | None = None  # when the last turn ended
+        self.ended_at: float | None = None  # clock() of the last turn end (status: time since)
+        self.on_change: Callable[[], None] | None = None  # told when a turn starts or ends (the change bus)
         self._changed = asyncio.Event()
 
     # inputs ----------------------------------------------------------------
@@ -282,6 +283,8 @@ class TurnWatcher:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def idle(self) -> bool:

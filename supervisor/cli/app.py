@@ -15,6 +15,8 @@ Examples:
   agentd status                 # from any folder of the project
   agentd doctor --env           # is this machine ready?
   agentd COMMAND --help         # each command's options and examples""")
+@click.version_option(None, "--version", "-V", package_name="agentd", prog_name="agentd",
+                      message="%(prog)s %(version)s")
 @click.option("--config", type=click.Path(path_type=Path), help="settings file (default: etc/agentd.toml)")
 @click.option("--project", "--root", "project", type=click.Path(path_type=Path, file_okay=False),
               help="the project (default: $AGENTD_PROJECT, else the nearest folder at or above the working "
@@ -33,14 +35,19 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import agents, commands, export, memory, recall, wip
+    from . import agents, commands, export, logs, memory, recall, web, wip
 
     for command in (*commands.COMMANDS, *memory.COMMANDS, *recall.COMMANDS):
         cli.add_command(command)
     cli.add_command(export.export)
     cli.add_command(export.run_unit)
+    cli.add_command(logs.logs)
     cli.add_command(wip.wip)
     cli.add_command(agents.trust)
+    cli.add_command(web.web)
+    from .names import add_completion
+
+    add_completion(cli)  # shell completion of unit names (docs/cli.md)
 
 
 _register()

@@ -1,4 +1,4 @@
-"""The daemon's commands: start, stop, status, restart, reload, send, attach, logs, history, ...
+"""The daemon's commands: start, stop, status, restart, reload, send, attach, history, ... (`logs`: :mod:`.logs`)
 
 Each parses its arguments, asks the daemon through the control client (or
 reads the state directory), and renders.  Policy lives in the daemon.
@@ -54,7 +54,13 @@ def _announce(action: str, names: list[str], longest: float) -> None:
                    f"not the daemon; --now skips the checkpoint", err=True)
 
 
-def _interrupted(action: str, units: tuple[str, ...], now: bool) -> None:
+def _progress(app: AppContext, units: tuple[str, ...]):  # -> Progress
+    from .progress import Progress, deadlines
+
+    return Progress(app.settings.socket_path, units_arg(units), deadlines(app.settings.units_path))
+
+
+def _interrupted(action: str, units: tuple[str, ...], now: bool, doing: list[str] | None = None) -> None:
     """Ctrl-C while the daemon works: say what goes on without us, and how to skip it."""
     what = ", ".join(units) if units else ("every unit, then itself" if action == "stop" else "the units")
     steps = ("ends each agent (SIGTERM, then SIGKILL after its stop_timeout)" if now else
@@ -64,6 +70,8 @@ def _interrupted(action: str, units: tuple[str, ...], now: bool) -> None:
     hint = "" if now else f" `agentd {action} --now{' ' + ' '.join(units) if units else ''}` skips the checkpoints;"
     click.echo(f"\nagentd {action}: interrupted. The daemon goes on {verb} {what} in the background: it {steps}."
                f"{hint} `agentd status` shows where it is.", err=True)
+    for line in doing or ():
+        click.echo(f"  now: {line}", err=True)
     sys.exit(INTERRUPTED)
 
 @click.command(epilog="""\b
@@ -133,25 +141,29 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     if not daemon_running(settings):
         click.echo("agentd is not running")
         return
+    progress = _progress(app, units)
     try:
         if not now:
             _announce("stop", *_checkpointing(app, units))
         if units:
-            print_result(client_call(settings, "stop", timeout=None, units=list(units), now=now))
+            with progress:
+                result = client_call(settings, "stop", timeout=None, units=list(units), now=now)
+            print_result(result)
             return
         from ..daemon.daemonize import wait_stopped
         from ..daemon.pidfile import read_pidfile
 
         daemon = read_pidfile(settings.pidfile)
         try:
-            client_call(settings, "shutdown", timeout=None, now=now)
+            with progress:
+                client_call(settings, "shutdown", timeout=None, now=now)
         except click.ClickException:
             if daemon_running(settings):  # a daemon that went away while answering has stopped
                 raise
         if not wait_stopped(settings, timeout=60.0, daemon=daemon):
             raise click.ClickException("agentd did not exit within 60s after stopping its units")
     except KeyboardInterrupt:
-        _interrupted("stop", units, now)
+        _interrupted("stop", units, now, progress.doing())
     click.echo("agentd stopped")
 
 
@@ -181,7 +193,9 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(render_status(result))
+        from .style import colour_on, width
+
+        click.echo(render_status(result, colour=colour_on(), limit=width()))
     if units and any(row["state"] != "running" for row in result["units"]):
         sys.exit(3)
 
@@ -201,12 +215,15 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     settings = app.settings
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
+    progress = _progress(app, units)
     try:
         if not now:
             _announce("restart", *_checkpointing(app, units))
-        print_result(client_call(settings, "restart", timeout=None, units=units_arg(units), now=now))
+        with progress:
+            result = client_call(settings, "restart", timeout=None, units=units_arg(units), now=now)
+        print_result(result)
     except KeyboardInterrupt:
-        _interrupted("restart", units, now)
+        _interrupted("restart", units, now, progress.doing())
 
 
 @click.command(epilog="""\b
@@ -219,7 +236,16 @@ def reload(app: AppContext) -> None:
     settings = app.settings
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    report = client_call(settings, "reload", timeout=None)
+    progress = _progress(app, ())
+    try:
+        with progress:
+            report = client_call(settings, "reload", timeout=None)
+    except KeyboardInterrupt:
+        click.echo("\nagentd reload: interrupted. The daemon goes on with the reload (units changed or removed "
+                   "are checkpointed first); `agentd status` shows where it is.", err=True)
+        for line in progress.doing():
+            click.echo(f"  now: {line}", err=True)
+        sys.exit(INTERRUPTED)
     assert isinstance(report, dict)
     for key in ("started", "stopped", "restarted", "kept"):
         click.echo(f"{key}: {', '.join(report[key]) or '-'}")
@@ -289,96 +315,6 @@ def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
     except AttachError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
-
-
-def _newest_transcript(directory: Path, suffix: str) -> Path | None:
-    """The transcript of the session that started last, or None.
-
-    A session id begins with its UTC start to the microsecond, fixed width
-    (:func:`supervisor.session.pty.new_session_id`), so the greatest start
-    is the newest session, however close two restarts were.  Ids written by
-    older versions carry whole seconds only; among those, the file written
-    last wins (the dead session stopped writing before the live one began).
-    """
-    best: tuple[str, int] | None = None
-    newest = None
-    for path in directory.glob(f"*{suffix}") if directory.is_dir() else ():
-        try:
-            written = path.stat().st_mtime_ns
-        except OSError:
-            continue
-        key = (path.stem.rsplit("-", 1)[0], written)
-        if best is None or key > best:
-            best, newest = key, path
-    return newest
-
-
-@click.command()
-@click.argument("unit")
-@click.option("-n", "lines", default=40, show_default=True, help="lines to show")
-@click.option("-f", "follow", is_flag=True, help="keep printing new output (and the next sessions')")
-@click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
-@click.option("--session", help="this session's transcript (default: the newest)")
-@click.option("--at", type=click.IntRange(min=0), help="show -n lines from this byte offset of the clean text "
-              "(what `agentd recall --events` prints)")
-@pass_app
-def logs(app: AppContext, unit: str, lines: int, follow: bool, raw: bool, session: str | None, at: int | None) -> None:
-    """Show UNIT's transcript (clean text of the newest session, or of --session at --at).
-
-    With -f, a restart moves on to the new session's transcript (from its
-    beginning; a line on stderr names the session).
-    """
-    from ..session.transcript import follow_clean, read_clean_at, read_clean_tail, valid_session_id
-    from ..config.units import valid_name
-
-    if not valid_name(unit):
-        raise click.ClickException(f"unit name {unit!r} is not valid")
-    if session is not None and not valid_session_id(session):
-        raise click.ClickException(f"session id {session!r} is not valid")
-    directory = app.settings.transcripts_path / unit
-    suffix = ".log" if raw else ".txt"
-    if session is not None:
-        path = directory / f"{session}{suffix}"
-        if not path.is_file():
-            raise click.ClickException(f"no transcript {path.name} for unit {unit!r} under {directory}")
-    else:
-        path = _newest_transcript(directory, suffix)
-        if path is None:
-            raise click.ClickException(f"no transcript for unit {unit!r} under {directory}")
-    if at is not None:
-        if raw or follow:
-            raise click.UsageError("--at shows the clean text: without --raw and -f")
-        for line in read_clean_at(path, at, lines):
-            click.echo(line)
-        return
-    if raw:
-        if follow:
-            raise click.UsageError("--raw and -f do not go together (follow the clean view, or tail -f the .log)")
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 256 * 1024))
-            data = fh.read()
-        sys.stdout.buffer.write(b"\n".join(data.split(b"\n")[-lines:]))
-        sys.stdout.buffer.flush()
-        return
-    if not follow:
-        for line in read_clean_tail(path, lines):
-            click.echo(line)
-        return
-    try:
-        while True:
-            current = path
-
-            def superseded() -> bool:
-                return _newest_transcript(directory, ".txt") not in (current, None)
-
-            for chunk in follow_clean(current, should_stop=superseded, lines=lines):
-                click.echo(chunk, nl=False)
-            path = _newest_transcript(directory, ".txt") or current
-            lines = sys.maxsize  # a new session is shown from its beginning
-            click.echo(f"\n[agentd] session {path.stem} of {unit}", err=True)
-    except KeyboardInterrupt:
-        pass
 
 
 @click.command(epilog="""\b
@@ -554,4 +490,4 @@ def check(app: AppContext) -> None:
         sys.exit(1)
 
 
-COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, logs, checkpoint, history, notify, violations, check)
+COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, checkpoint, history, notify, violations, check)

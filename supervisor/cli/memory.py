@@ -10,6 +10,7 @@ else the global log.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -178,7 +179,8 @@ Examples:
 @click.option("--all", "all_", is_flag=True, help="every module's log")
 @click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
 @click.option("--tag", help="only decisions with this tag")
-def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None, as_json: bool) -> None:
     """The decision timeline: the global log merged by time with module logs (all epochs)."""
     from ..memory import AgentPaths
     from ..memory.decisions import Entry, iter_all, log_modules
@@ -201,8 +203,12 @@ def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | 
     entries.sort(key=Entry.sort_key)
     for e in entries:
         d = e.decision
+        if as_json:
+            click.echo(json.dumps({"time": d.time, "module": e.module or "global", "tags": list(d.tags),
+                                   "decision": d.decision, "why": d.why, "files": list(d.files), "snapshot": d.snapshot}))
+            continue
         click.echo(f"[{d.time}] [{e.module or 'global'}] [{', '.join(d.tags) or '-'}] {d.decision} | why: {d.why}")
-    if not entries:
+    if not entries and not as_json:
         click.echo("no decisions")
 
 
@@ -237,7 +243,8 @@ def snapshot_show(ident: str, file: str | None) -> None:
 Examples:
   agentd snapshot list --limit 5""")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-def snapshot_list(limit: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines (each snapshot's summary)")
+def snapshot_list(limit: int, as_json: bool) -> None:
     """The newest snapshots, newest first."""
     from ..memory import snapshots
     from ..memory.store import AgentPaths
@@ -246,6 +253,10 @@ def snapshot_list(limit: int) -> None:
     for ident in reversed(snapshots.list_ids(paths)[-limit:]):
         data = snapshots.load(paths, ident) or {}
         kind = "complete" if data.get("complete", True) else "thinned"
+        if as_json:
+            click.echo(json.dumps({"id": data.get("id", ident), "time": data.get("time"), "module": data.get("module"),
+                                   "complete": data.get("complete", True), "decision": data.get("decision")}))
+            continue
         click.echo(f"{data.get('id', ident)}  {data.get('time', '?')}  {data.get('module') or 'global'}  "
                    f"[{kind}]  {data.get('decision', '(unreadable)')}")
 

@@ -6,6 +6,8 @@ doctor, mcp) are in :mod:`supervisor.cli.memory`; the helpers both use are in :m
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from typing import Any
 
@@ -102,7 +104,8 @@ def fact_invalidate(fact_id: str, why: str) -> None:
 Examples:
   agentd fact list --module api""")
 @click.option("--module", help="only this module ('global' for global facts)")
-def fact_list(module: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+def fact_list(module: str | None, as_json: bool) -> None:
     """List facts with their status."""
     from ..memory import facts as facts_mod
     from ..memory.store import AgentPaths
@@ -111,6 +114,9 @@ def fact_list(module: str | None) -> None:
         items = facts_mod.load_all(AgentPaths(project_root()))
     for f in items:
         if module and f.module != module:
+            continue
+        if as_json:
+            click.echo(json.dumps(dataclasses.asdict(f)))
             continue
         extra = f" — invalid: {f.invalid_why}" if f.invalid_why else ""
         click.echo(f"{f.id} [{f.status}] ({f.module}) {f.text} [source {f.source or 'engram'}]{extra}")
@@ -161,7 +167,8 @@ def recall_cmd(words: tuple[str, ...], tag: str | None, path: str | None, module
         hits = recall(project_root(), words, tag=tag, path=path, modules=modules,
                       kinds=kinds or ("decision", "fact", "engram"), limit=limit)
     for hit in hits:
-        click.echo(hit.render())
+        click.echo(json.dumps({k: v for k, v in dataclasses.asdict(hit).items() if k != "order"})
+                   if event_args["as_json"] else hit.render())
     if not hits:
         click.echo("no match", err=True)
         sys.exit(1)

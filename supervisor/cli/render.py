@@ -96,8 +96,9 @@ def state_label(row: dict) -> str:
     return f"{row['state']} (frozen: {name})"
 
 
-def render_status(result: dict) -> str:
-    from tabulate import tabulate
+def render_status(result: dict, colour: bool = False, limit: int | None = None) -> str:
+    """The status table; ``colour``: states in colour; ``limit``: fit this width (drop columns, cut NOTE)."""
+    from .style import fit, state
 
     daemon = result["daemon"]
     head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {visible(daemon['project_root'])}"
@@ -117,7 +118,7 @@ def render_status(result: dict) -> str:
         rows.append(
             [
                 row["unit"],
-                state_label(row),
+                state(state_label(row), colour, row["state"]),
                 row["pid"] or "-",
                 fmt_duration(row["uptime"]),
                 row["restarts"],
@@ -129,8 +130,8 @@ def render_status(result: dict) -> str:
                 note,
             ]
         )
-    table = tabulate(rows, headers=["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "MEM", "CONTEXT",
-                                    "SCOPE", "NOTE"])
+    table = fit(["UNIT", "STATE", "PID", "UPTIME", "RESTARTS", "LAST EXIT", "CPU", "MEM", "CONTEXT", "SCOPE", "NOTE"], rows,
+                limit, drop=("LAST EXIT", "MEM", "CPU", "PID", "RESTARTS", "UPTIME", "SCOPE"))
     lines = [head, table if rows else "(no units)"]
     for err in result.get("errors", []):
         lines.append(f"error: {visible(err)}")
@@ -138,8 +139,8 @@ def render_status(result: dict) -> str:
 
 
 
-def render_history(records: list[dict]) -> str:
-    from tabulate import tabulate
+def render_history(records: list[dict], limit: int | None = None) -> str:
+    from .style import fit
 
     rows = []
     for rec in records:
@@ -157,8 +158,8 @@ def render_history(records: list[dict]) -> str:
             (rec.get("wip") or "-")[:12],
             steps,
         ])
-    return tabulate(rows, headers=["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS",
-                                   "WIP", "STEPS"])
+    return fit(["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "WIP", "STEPS"],
+               rows, limit, drop=("STEPS", "WIP", "SESSIONS"))
 
 
 def render_violations(records: list[dict]) -> str:

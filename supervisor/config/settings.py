@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .paths import ENV_PREFIX, StatePaths, discover_root, locate
+from .web import WebSettings
 
 
 _FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
@@ -46,7 +47,7 @@ class SettingsError(Exception):
 class Settings(StatePaths, BaseSettings):
     """What the daemon and the CLI need to find their files and behave."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True)
 
     project_root: Path = Field(default_factory=lambda: discover_root(Path.cwd()) or Path.cwd(),
                                description="the project the agents work on")
@@ -75,6 +76,8 @@ class Settings(StatePaths, BaseSettings):
                                     "subreaper; subreaper: never make cgroups")
     cgroup_parent: Path | None = Field(
         default=None, description="the cgroup v2 directory for the session groups (default: detected)")
+    web: WebSettings = Field(default_factory=WebSettings,
+                             description="the dashboard and /metrics: the [web] section (AGENTD_WEB__PORT=...)")
 
     @field_validator("project_root")
     @classmethod
@@ -110,8 +113,9 @@ def _source_of(field: str, file_data: dict[str, Any], config: Path | None, overr
     if field in overrides:
         return "the command line"
     env_name = ENV_PREFIX + field.upper()
-    if env_name in os.environ:
-        return f"{env_name} (environment)"
+    nested = sorted(k for k in os.environ if k.startswith(env_name + "__"))
+    if env_name in os.environ or nested:
+        return f"{env_name if env_name in os.environ else ', '.join(nested)} (environment)"
     if field in file_data and config is not None:
         return f"{config} (config file)"
     return "the defaults"
@@ -139,11 +143,14 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
+        shown = ".".join(str(part) for part in err["loc"]) or "?"
         known = ", ".join(Settings.model_fields)
         if err["type"] == "extra_forbidden":
             where_from = _source_of(field, file_data, path, overrides, root_from)
-            raise SettingsError(f"unknown setting '{field}' in {where_from}; known settings: {known}") from None
+            if len(err["loc"]) > 1 and field == "web":
+                known = ", ".join(WebSettings.model_fields)
+            raise SettingsError(f"unknown setting '{shown}' in {where_from}; known settings: {known}") from None
         where_from = _source_of(field, file_data, path, overrides, root_from)
-        raise SettingsError(f"setting '{field}' from {where_from}: {err['msg']}") from None
+        raise SettingsError(f"setting '{shown}' from {where_from}: {err['msg']}") from None
     finally:
         _FILE_DATA.reset(token)

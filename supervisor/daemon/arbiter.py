@@ -40,6 +40,8 @@ from ..eventindex.indexer import start_indexer
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
+from ..web.host import WebHost
+from .bus import ChangeBus
 from .commands import StatsSampler, command_table
 from .confinement import Confinement
 from .events import Event, FileChanged, Quit, Signal, TimerFired
@@ -81,6 +83,8 @@ class Arbiter:
         self._shutdown: asyncio.Task[Any] | None = None
         self.exit_code = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.bus = ChangeBus()  # units' changes, for the dashboard's streams
+        self.web = WebHost(self, AttachUnits(self))
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> int:
@@ -94,8 +98,10 @@ class Arbiter:
         self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
         self._scheduler.start()
         catch_up = await self._load()
-        self._server = ControlServer(self.settings.socket_path, command_table(self, self._attach))
+        table = command_table(self, self._attach)
+        self._server = ControlServer(self.settings.socket_path, table)
         await self._server.start()
+        await self.web.open(table)  # serves now with [web] enabled, else when `agentd web` asks
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))
         self.spawn(self._ticker())
         self._scope.start_if_needed()
@@ -110,6 +116,7 @@ class Arbiter:
         await self._server.close()
         if indexer is not None:
             await asyncio.to_thread(indexer.stop)
+        await self.web.close()
         self._scheduler.shutdown()
         await self._scope.stop()
         log.info("daemon_stopped", pid=os.getpid())
@@ -185,6 +192,7 @@ class Arbiter:
         assert self._loop is not None and unit.adapter is not None and self.confinement is not None
         driver = launch(unit.spec, self.settings, unit.adapter, wakeup, self._loop, clock=self.clock,
                         containment=self.confinement.containment, person_typing=unit.talk.person_typing)
+        driver.watcher.on_change = lambda: self.bus.publish(unit.name)  # a turn started or ended
         self._persist_due = True
         return driver
 
@@ -198,6 +206,7 @@ class Arbiter:
 
     def changed(self, unit: UnitSupervisor) -> None:
         self._persist_due = True
+        self.bus.publish(unit.name)
         self._notifier.status(self._summary())
         self.units.changed(unit)
 
@@ -368,11 +377,12 @@ class Arbiter:
         log.info("global_decision_broadcast", origin=origin, units=told)
         return {"told": told}
 
-    async def status(self, names: list[str] | None) -> dict[str, Any]:
+    async def status(self, names: list[str] | None, stats: bool = True) -> dict[str, Any]:
         from .commands import status, unit_of
 
         targets = [unit_of(self, n) for n in names] if names else list(self.units.values())
-        await self._stats.refresh(targets)
+        if stats:  # the dashboard's live cards skip the CPU/RSS sample (psutil over every tree)
+            await self._stats.refresh(targets)
         return status(self, targets, self._scheduler)
 
     async def shutdown(self, now: bool = False) -> dict[str, Any]:

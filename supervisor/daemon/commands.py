@@ -29,20 +29,25 @@ class Daemon(Protocol):
     settings: Any
     started_wall: float
     confinement: Any  # daemon.confinement.Confinement (None before the daemon runs)
+    web: Any  # supervisor.web.host.WebHost: the dashboard
 
     async def start_units(self, names: list[str] | None) -> dict[str, str]: ...
     async def stop_units(self, names: list[str] | None, why: str = ..., now: bool = ...) -> dict[str, str]: ...
     async def restart_units(self, names: list[str] | None, now: bool = ...) -> dict[str, str]: ...
     async def reload(self) -> dict[str, Any]: ...
     async def shutdown(self, now: bool = ...) -> dict[str, Any]: ...
-    async def status(self, names: list[str] | None) -> dict[str, Any]: ...
+    async def status(self, names: list[str] | None, stats: bool = ...) -> dict[str, Any]: ...
     async def broadcast(self, text: str, origin: str | None) -> dict[str, Any]: ...
 
 
 def unit_of(daemon: Daemon, name: Any) -> UnitSupervisor:
     if not isinstance(name, str) or name not in daemon.units:
+        from difflib import get_close_matches
+
         known = ", ".join(sorted(daemon.units)) or "none"
-        raise ControlError(f"no such unit {name!r} (known units: {known})")
+        close = get_close_matches(name, list(daemon.units), n=1) if isinstance(name, str) else []
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ControlError(f"no such unit {name!r}{hint} (known units: {known})")
     return daemon.units[name]
 
 
@@ -113,6 +118,9 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
     async def queue(args: dict[str, Any]) -> Any:
         return unit_of(daemon, args.get("unit")).talk.queue(_text(args, "queue"))
 
+    async def web(args: dict[str, Any]) -> Any:
+        return await daemon.web.serve(stop=bool(args.get("stop")))
+
     async def agent_event(args: dict[str, Any]) -> Any:
         event = args.get("event")
         if not isinstance(event, dict):
@@ -132,6 +140,7 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
         "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)"),
         "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
         "reload": Command(reload, help="re-read unit files"),
+        "web": Command(web, frozenset({"stop"}), "serve the dashboard (or stop serving it); its URL"),
         "send": Command(send, frozenset({"unit", "text", "enter", "raw"}), "type text into an agent"),
         "shutdown": Command(shutdown, frozenset({"now"}), "stop every unit, then the daemon"),
         "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols", "raw"}), "relay a live session",
@@ -172,6 +181,8 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "kind": unit.spec.agent.kind,
         "context": unit.context.as_dict() if unit.context and driver else None,
         "turn": driver.watcher.state.value if driver else None,
+        "since_turn_end": (round(unit.clock() - driver.watcher.ended_at, 1)
+                           if driver and driver.watcher.ended_at is not None else None),
         "activity": unit.activity,
         "wakeup": unit.wakeup_state if driver else None,
         "queued_sends": len(unit.talk.sends),

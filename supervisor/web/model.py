@@ -1,0 +1,198 @@
+"""What the dashboard shows of a unit: its card, its display state and its alarms (pure).
+
+A *card* is a plain JSON-ready dict built from the unit's status row
+(:func:`supervisor.daemon.commands.status_row`) and a few facts the row does
+not carry (:class:`UnitFacts`: the context limits, the stall and checkpoint
+limits, how long the agent has been silent).  Every card names its ``host``,
+and its ``id`` is ``host/unit``: the fleet view (issue 20) lists the cards of
+several daemons on one page, and nothing in a card depends on which daemon
+serves the page.
+
+Nothing here reads a clock or a file: ``now`` (wall-clock seconds) is passed in.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+#: An agent that compacted on its own and has sat at its prompt this long is an alarm.
+IDLE_AFTER_COMPACTION = 120.0
+#: Silence in a turn that is an alarm when the unit sets no ``[schedule] stall_after``.
+DEFAULT_STALL = 900.0
+
+
+class Display(str, enum.Enum):
+    """The state as a person reads it: one glyph and one colour each (the page's legend)."""
+
+    IN_TURN = "in-turn"
+    IDLE = "idle"
+    RUNNING = "running"
+    STARTING = "starting"
+    CHECKPOINTING = "checkpointing"
+    WAITING = "waiting"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+#: glyph, label, tone (a CSS class) per display state.
+LOOK: dict[Display, tuple[str, str, str]] = {
+    Display.IN_TURN: ("▶", "in a turn", "busy"),
+    Display.IDLE: ("●", "idle at its prompt", "ok"),
+    Display.RUNNING: ("◍", "running", "ok"),
+    Display.STARTING: ("◔", "starting", "info"),
+    Display.CHECKPOINTING: ("⟳", "checkpointing", "cycle"),
+    Display.WAITING: ("◷", "waiting", "wait"),
+    Display.BACKOFF: ("↻", "backoff", "warn"),
+    Display.STOPPING: ("◕", "stopping", "info"),
+    Display.FAILED: ("✖", "failed", "bad"),
+    Display.STOPPED: ("■", "stopped", "off"),
+}
+
+
+class Alarm(str, enum.Enum):
+    FAILED = "failed"
+    FROZEN = "frozen at the limit"
+    IDLE_AFTER_COMPACTION = "idle after compaction"
+    STALLED = "stalled"
+    DEADLINE = "checkpoint deadline passed"
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """What a card needs beyond the status row (read from the unit by the server)."""
+
+    checkpoint_at: float
+    hard_limit: float
+    stall_after: float | None
+    checkpoint_deadline: float  # [checkpoint] deadline + grace
+    silent_for: float | None  # seconds since the session's last output
+    checkpoint_started: str | None  # ISO time the running checkpoint began
+    last_cycle: dict[str, Any] | None  # the unit's last cycle record, whole
+
+
+def display(row: dict[str, Any]) -> Display:
+    """The display state of a status row."""
+    state = row.get("state")
+    if state == "running":
+        return {"busy": Display.IN_TURN, "idle": Display.IDLE}.get(row.get("turn") or "", Display.RUNNING)
+    if state in ("checkpointing", "respawning"):
+        return Display.CHECKPOINTING
+    if state == "inactive":
+        sched = row.get("schedule") or {}
+        reason = row.get("reason") or ""
+        return Display.WAITING if sched.get("start") or reason.startswith("not started: requires") else Display.STOPPED
+    return {"starting": Display.STARTING, "waiting": Display.WAITING, "backoff": Display.BACKOFF,
+            "stopping": Display.STOPPING, "failed": Display.FAILED}.get(state or "", Display.STOPPED)
+
+
+def waiting_for(row: dict[str, Any], shown: Display) -> str | None:
+    """What a waiting unit waits for: a usage limit, a requirement, a schedule."""
+    if shown is not Display.WAITING:
+        return None
+    reason = row.get("reason") or ""
+    if row.get("state") == "waiting":
+        return "usage limit" + (f": {reason}" if reason else "")
+    if reason.startswith("not started: requires"):
+        return "requirement: " + reason.removeprefix("not started: ")
+    nxt = (row.get("schedule") or {}).get("start")
+    return f"schedule: next start {nxt}" if nxt else "schedule"
+
+
+def _iso_seconds(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, str]]:
+    """The unit's alarms, most serious first: each ``{"kind", "text"}``."""
+    found: list[dict[str, str]] = []
+    state, turn = row.get("state"), row.get("turn")
+    ctx = row.get("context") or {}
+    if state == "failed":
+        found.append({"kind": Alarm.FAILED.value, "text": f"failed: {row.get('reason') or 'no reason recorded'}"})
+    ratio = ctx.get("ratio")
+    if state == "running" and ratio is not None and ratio >= facts.hard_limit:
+        found.append({"kind": Alarm.FROZEN.value,
+                      "text": f"context {ratio:.0%} is at or above the hard limit {facts.hard_limit:.0%} "
+                              "and no checkpoint runs"})
+    started = _iso_seconds(facts.checkpoint_started)
+    if state == "checkpointing" and started is not None and now - started > facts.checkpoint_deadline:
+        found.append({"kind": Alarm.DEADLINE.value,
+                      "text": f"checkpoint running for {now - started:.0f} s, past its deadline "
+                              f"({facts.checkpoint_deadline:.0f} s)"})
+    silent = facts.silent_for
+    stall = facts.stall_after or DEFAULT_STALL
+    if state == "running" and turn == "busy" and silent is not None and silent >= stall:
+        found.append({"kind": Alarm.STALLED.value, "text": f"no output for {silent:.0f} s in a turn (stall after {stall:.0f} s)"})
+    last = facts.last_cycle or {}
+    since = row.get("since_turn_end")
+    if (state == "running" and turn == "idle" and last.get("trigger") == "agent compacted"
+            and since is not None and since >= IDLE_AFTER_COMPACTION):
+        found.append({"kind": Alarm.IDLE_AFTER_COMPACTION.value,
+                      "text": f"idle at its prompt for {since:.0f} s since it compacted its own context"})
+    return found
+
+
+def _cycle(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not last:
+        return None
+    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "recall", "wip_commit")
+    return {k: last.get(k) for k in keys if k in last}
+
+
+def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[str, Any]:
+    """One unit as the overview shows it (JSON-ready; ``now``: wall clock)."""
+    shown = display(row)
+    glyph, label, tone = LOOK[shown]
+    ctx = row.get("context")
+    context = None
+    if ctx:
+        context = {**ctx, "checkpoint_at": facts.checkpoint_at, "hard_limit": facts.hard_limit}
+    since = row.get("since_turn_end")
+    restart_in = row.get("next_restart_in")
+    return {
+        "id": f"{host}/{row['unit']}",
+        "host": host,
+        "unit": row["unit"],
+        "description": row.get("description") or "",
+        "module": row.get("module"),
+        "kind": row.get("kind"),
+        "enabled": row.get("enabled"),
+        "state": row.get("state"),
+        "display": {"key": shown.value, "glyph": glyph, "label": label, "tone": tone},
+        "waiting_for": waiting_for(row, shown),
+        "turn": row.get("turn"),
+        "reason": row.get("reason"),
+        "activity": row.get("activity"),
+        "pid": row.get("pid"),
+        "session": row.get("session"),
+        "uptime": row.get("uptime"),
+        "restarts": row.get("restarts", 0),
+        "last_exit": row.get("last_exit"),
+        "cpu_seconds": row.get("cpu_seconds"),
+        "rss_bytes": row.get("rss_bytes"),
+        "context": context,
+        "last_turn_end": round(now - since, 1) if since is not None else None,
+        "last_cycle": _cycle(facts.last_cycle),
+        "violations": row.get("violations", 0),
+        "queued_sends": row.get("queued_sends", 0),
+        "viewers": row.get("viewers", 0),
+        "schedule": row.get("schedule"),
+        "next_restart_at": round(now + restart_in, 1) if restart_in is not None else None,
+        "alarms": alarms(row, facts, now),
+    }
+
+
+def legend() -> list[dict[str, str]]:
+    """Every display state's glyph, label and tone, in the order the page's legend shows them."""
+    return [{"key": d.value, "glyph": g, "label": lbl, "tone": t} for d, (g, lbl, t) in LOOK.items()]
