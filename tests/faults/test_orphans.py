@@ -7,9 +7,7 @@ crash loop), or the daemon is killed with -9 (the next start must end it).
 Only containment (a cgroup per session, or the daemon as a child subreaper)
 finds it; the process tree recorded every 30 s does not.
 
-Until the ``contain`` branch wires containment into the daemon this fails,
-hence ``xfail(strict=True)``: once the wiring lands the test passes, strict
-turns that into a failure, and the marker must be removed.
+The daemon's containment (:mod:`supervisor.daemon.confinement`) does.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import os
 import re
 import signal
 
-import pytest
 
 from tests.conftest import Project, alive, wait_until
 
@@ -42,8 +39,6 @@ def _late_grandchild(project: Project, unit: str, then: str) -> int:
     return int(found.pop())
 
 
-@pytest.mark.xfail(strict=True, reason="needs containment (issue 13 item 6, the contain branch): a late setsid "
-                                       "grandchild is in no recorded tree until the daemon puts sessions in cgroups")
 def test_a_late_setsid_grandchild_is_ended_when_orphaned(project: Project) -> None:
     argv = '["python", "-m", "supervisor.fakeagent", "--ignore-sighup"]'
     project.unit("loop", f'[agent]\ncommand = {argv}\nprompt = "fake> $"\n[restart]\nstop_timeout = 2\n'
