@@ -81,6 +81,10 @@ class Offender:
     async def stop(self, why: str, checkpoint: bool = True) -> None:
         await self.unit.stop(why, checkpoint)
 
+    async def before_revert(self, path: str) -> None:
+        """Keep the running session's work (a WIP commit) before the guard puts ``path`` back; never raises."""
+        await self.unit.keeping.before_revert(path)
+
 
 class ScopeUnits:
     """The units as the scope guard sees them."""

@@ -59,9 +59,8 @@ class Offender(Protocol):
 
     name: str
     violations: int
-    keeping: Any  # daemon.keeping.WorkKeeping: the unit's work is kept (a WIP commit) before a revert
-
     def session_id(self) -> str | None: ...
+    async def before_revert(self, path: str) -> Any: ...  # keep the running session's work (a WIP commit)
     def warn(self, text: str) -> Any: ...
     async def stop(self, why: str, checkpoint: bool = True) -> None: ...
 
@@ -240,7 +239,7 @@ class ScopeGuard:
             done = "refused by the kernel: nothing was written"
             action = "warn" if action == "revert" else action
         elif action == "revert":
-            await unit.keeping.before_revert(violation.path)  # best effort, never raises
+            await unit.before_revert(violation.path)  # best effort, never raises
             snapshot = await asyncio.to_thread(latest_snapshot, self.root)
             try:
                 done = await asyncio.to_thread(revert, self.root, violation.path, snapshot, self.state_dir / "quarantine")
