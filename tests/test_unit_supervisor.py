@@ -398,13 +398,14 @@ def test_a_failing_keep_is_noted_and_never_stops_the_restart(tmp_path: Path) -> 
 
 def test_a_scope_revert_keeps_the_running_sessions_work_first(tmp_path: Path) -> None:
     async def go() -> None:
+        from supervisor.daemon.views import Offender
         from supervisor.scope.guard import ScopeGuard
         from supervisor.scope.rules import Violation
 
         unit, rt, _ = make(tmp_path)
         await unit.start("start")
         guard = ScopeGuard(tmp_path, tmp_path / "state", units=None, post=lambda _p: None, spawn=rt.spawn)  # type: ignore[arg-type]
-        await guard.act(unit, Violation("outside.txt", "outside the scope", "scope"), "busy", action="revert")
+        await guard.act(Offender(unit), Violation("outside.txt", "outside the scope", "scope"), "busy", action="revert")
         assert rt.keeper_fake.calls == [("scope revert", unit.driver.session_id, None)]
         assert rt.cycles[-1].trigger == "scope revert" and rt.cycles[-1].outcome == "kept before reverting outside.txt"
     run(go())

@@ -1,4 +1,4 @@
-"""What a unit needs of the daemon: the :class:`Runtime` Protocol.
+"""What a unit needs of the daemon: the :class:`Runtime` Protocol, and :func:`outcome` (awaiting a unit's operation).
 
 The :class:`~supervisor.daemon.arbiter.Arbiter` implements it for real; the
 tests' ``FakeRuntime`` implements it with fake drivers and a fake clock, so a
@@ -41,3 +41,15 @@ class Runtime(Protocol):
     def record_session(self, record: SessionRecord) -> None: ...
     def memory(self, module: str, env: Mapping[str, str] | None = None) -> Memory: ...
     def keeper(self, spec: UnitSpec, env: Mapping[str, str] | None = None) -> Keeper: ...
+
+
+async def outcome(op: asyncio.Task[Any]) -> Any:
+    """Wait for a unit's operation without cancelling it when the waiter is cancelled; None when the
+    operation itself was cancelled (``stop --now`` cancels whatever runs, and its waiters carry on)."""
+    try:
+        return await asyncio.shield(op)
+    except asyncio.CancelledError:
+        me = asyncio.current_task()
+        if op.cancelled() and not (me is not None and me.cancelling()):
+            return None
+        raise

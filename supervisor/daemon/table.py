@@ -18,7 +18,8 @@ from ..config.units import UnitSpec
 from ..continuity.records import StartReason
 from .lifecycle import UnitState
 from .ordering import blocked_by, dependents, ready, start_plan, stop_layers
-from .unit import ACTIVE, UnitSupervisor, outcome
+from .runtime import outcome
+from .unit import ACTIVE, UnitSupervisor
 
 log = structlog.get_logger("agentd")
 

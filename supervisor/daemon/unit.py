@@ -42,7 +42,7 @@ from ..schedule import UsageLimit, usage_limit
 from ..session.process import ExitInfo
 from .conversation import Conversation
 from .keeping import WorkKeeping
-from .runtime import Runtime
+from .runtime import Runtime, outcome
 from .watch import SessionWatch
 from .lifecycle import GiveUp, Restart, RestartConfig, RestartTracker, StayDown, UnitState, check_transition
 
@@ -54,18 +54,6 @@ log = structlog.get_logger("agentd")
 
 STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING})
 ACTIVE = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
-
-
-async def outcome(op: asyncio.Task[Any]) -> Any:
-    """Wait for a unit's operation without cancelling it when the waiter is cancelled; None when the
-    operation itself was cancelled (``stop --now`` cancels whatever runs, and its waiters carry on)."""
-    try:
-        return await asyncio.shield(op)
-    except asyncio.CancelledError:
-        me = asyncio.current_task()
-        if op.cancelled() and not (me is not None and me.cancelling()):
-            return None
-        raise
 
 
 class UnitSupervisor:
