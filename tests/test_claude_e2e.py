@@ -38,8 +38,17 @@ from typing import Any
 import pytest
 
 from supervisor.adapters.claude import KICKOFF
-from tests.conftest import (AGENTD, Project, alive, clean_env, hold_net_namespace, processes_in_namespace,
-                            processes_of, wait_until)
+from tests.agent_clis import claude_binary
+from tests.conftest import (
+    AGENTD,
+    Project,
+    alive,
+    clean_env,
+    hold_net_namespace,
+    processes_in_namespace,
+    processes_of,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_SERVER = REPO / "tests" / "fake_anthropic.py"
@@ -48,14 +57,6 @@ API_KEY = "sk-ant-fake-agentd-test-0123456789abcdef"
 CONSTRAINT = "Do not touch the DB schema."
 TASK = "Port the parser to the new API."
 FACT = "the parser speaks API v2"
-
-
-def claude_binary() -> Path | None:
-    env = os.environ.get("AGENTD_CLAUDE_BIN")
-    if env:
-        return Path(env) if os.access(env, os.X_OK) else None
-    found = sorted((REPO / ".cache" / "npm-claude" / "node_modules" / "@anthropic-ai").glob("claude-code-linux-*/claude"))
-    return found[0] if found and os.access(found[0], os.X_OK) else None
 
 
 def _netns_works() -> bool:

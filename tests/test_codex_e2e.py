@@ -31,9 +31,17 @@ from typing import Any
 import psutil
 import pytest
 
-from supervisor.adapters.codex import KICKOFF, native_binary
-from tests.conftest import (Project, alive, clean_env, hold_net_namespace, processes_in_namespace, processes_of,
-                            wait_until)
+from supervisor.adapters.codex import KICKOFF
+from tests.agent_clis import find_codex
+from tests.conftest import (
+    Project,
+    alive,
+    clean_env,
+    hold_net_namespace,
+    processes_in_namespace,
+    processes_of,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 PORT = 8080  # a fresh network namespace per test: always free
@@ -41,18 +49,6 @@ WINDOW = 100_000  # the model's window agentd tells Codex ([codex] model_context
 AGENT_WINDOW = 95_000  # Codex reports 95 % of it in token_count: the window agentd uses
 DECISION = "Keep the parser API stable for v2 clients"
 CONSTRAINT = "Never drop the users table."
-
-
-def _find_codex() -> tuple[Path | None, str]:
-    given = os.environ.get("AGENTD_CODEX_BIN")
-    candidates = [Path(given)] if given else []
-    candidates.append(REPO / ".cache" / "npm" / "node_modules" / "@openai" / "codex" / "bin" / "codex.js")
-    for cand in candidates:
-        try:
-            return native_binary(str(cand), REPO), ""
-        except FileNotFoundError as exc:
-            reason = str(exc)
-    return None, f"the Codex CLI is not installed ({reason}); run tests/install_codex.sh"
 
 
 def _namespace_problem() -> str | None:
@@ -66,7 +62,7 @@ def _namespace_problem() -> str | None:
 
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
-    binary, reason = _find_codex()
+    binary, reason = find_codex()
     problem = reason if binary is None else _namespace_problem()
     if problem:
         pytest.skip(problem)

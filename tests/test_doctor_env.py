@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli.doctor_env import VERIFIED, Status, check_inotify
+from tests.agent_clis import claude_binary, find_codex
 from tests.conftest import AGENTD, BIN_DIR, Project, clean_env
-from tests.test_claude_e2e import claude_binary
-from tests.test_codex_e2e import _find_codex
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -76,7 +75,7 @@ def test_versions_are_compared_with_the_verified_ones(project: Project, tmp_path
         script.chmod(0o755)
     project.unit("oldcodex", f'[agent]\nkind = "codex"\ncommand = ["{bin_dir}/codex"]\n')
     project.unit("oldclaude", f'[agent]\nkind = "claude"\ncommand = ["{bin_dir}/claude"]\n')
-    codex, reason = _find_codex()
+    codex, reason = find_codex()
     claude = claude_binary()
     assert codex is not None and claude is not None, f"the pinned CLIs are missing ({reason}): run tests/install_*.sh"
     project.unit("cx", f'[agent]\nkind = "codex"\ncommand = ["{codex}"]\n')
