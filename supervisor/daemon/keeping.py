@@ -23,7 +23,7 @@ A failure is logged and noted, never raised.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -31,19 +31,24 @@ from ..continuity.keeper import Kept, Moment, keep, moment_for
 from ..continuity.policy import Trigger
 from ..continuity.records import CycleRecord
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .unit import UnitSupervisor
-
 log = structlog.get_logger("agentd")
 
 #: How long a new session's start waits for the keep of the session before it.
 SETTLE_WAIT = 30.0
 
 
+class Keeping(Protocol):
+    """The unit whose work is kept (:class:`~supervisor.daemon.unit.UnitSupervisor`)."""
+
+    name: str
+    rt: Any  # supervisor.daemon.runtime.Runtime
+    driver: Any  # the running session's Driver, or None
+
+
 class WorkKeeping:
     """See the module docstring."""
 
-    def __init__(self, unit: UnitSupervisor) -> None:
+    def __init__(self, unit: Keeping) -> None:
         self.unit = unit
         self.pending: asyncio.Task[Any] | None = None
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -38,7 +38,27 @@ from .metrics import CONTENT_TYPE
 from .stream import PageStream
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .host import WebHost
+    from collections.abc import Mapping
+
+    from ..control.attach import AttachTarget
+    from ..config.web import WebSettings
+
+
+class Served(Protocol):
+    """What the routes need of the dashboard's server (:class:`supervisor.web.host.WebHost`)."""
+
+    daemon: Any  # supervisor.web.host.WebDaemon: units, bus, status
+    attach: AttachTarget
+    settings: WebSettings
+    commands: Mapping[str, Any]
+    token: str
+    closing: asyncio.Event
+    series: dict[str, Any]
+    guard: Any
+
+    async def cards(self, names: set[str] | None = ..., stats: bool = ...) -> dict[str, Any]: ...
+    async def overview(self) -> dict[str, Any]: ...
+    async def metrics(self) -> bytes: ...
 
 log = structlog.get_logger("agentd.web")
 
@@ -55,7 +75,7 @@ ACTIONS = {
 }
 
 
-def make_app(host: WebHost) -> web.Application:
+def make_app(host: Served) -> web.Application:
     guard = host.guard = Guard(host.token, host.settings.loopback, host.settings.metrics_public, host.settings.port)
     app = web.Application(middlewares=[guard.middleware], client_max_size=64 * 1024)
     app.on_response_prepare.append(security_headers)
