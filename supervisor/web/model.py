@@ -57,6 +57,7 @@ LOOK: dict[Display, tuple[str, str, str]] = {
 class Alarm(str, enum.Enum):
     FAILED = "failed"
     FROZEN = "frozen at the limit"
+    FROZEN_SESSION = "frozen"  # the watch named a freeze (a blocking screen, an approval wait, ...)
     IDLE_AFTER_COMPACTION = "idle after compaction"
     STALLED = "stalled"
     DEADLINE = "checkpoint deadline passed"
@@ -125,6 +126,10 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
         found.append({"kind": Alarm.FROZEN.value,
                       "text": f"context {ratio:.0%} is at or above the hard limit {facts.hard_limit:.0%} "
                               "and no checkpoint runs"})
+    frozen = row.get("frozen")
+    if frozen:
+        found.append({"kind": Alarm.FROZEN_SESSION.value,
+                      "text": f"frozen ({frozen.get('state')}): {frozen.get('detail')} (action: {frozen.get('action')})"})
     started = _iso_seconds(facts.checkpoint_started)
     if state == "checkpointing" and started is not None and now - started > facts.checkpoint_deadline:
         found.append({"kind": Alarm.DEADLINE.value,
@@ -140,6 +145,30 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
             and since is not None and since >= IDLE_AFTER_COMPACTION):
         found.append({"kind": Alarm.IDLE_AFTER_COMPACTION.value,
                       "text": f"idle at its prompt for {since:.0f} s since it compacted its own context"})
+    return found
+
+
+#: A last cycle whose recall (the share of the checked items the wakeup kept) is below this is a warning.
+RECALL_WARN = 0.8
+
+
+def warnings(row: dict[str, Any], last_cycle: dict[str, Any] | None) -> list[str]:
+    """What is worth a look but is no alarm: a usage limit, limits not applied, a low recall, ..."""
+    found: list[str] = []
+    if row.get("state") == "waiting":
+        found.append("usage limit" + (f": {row['reason']}" if row.get("reason") else ""))
+    limits = row.get("limits") or {}
+    if limits.get("unavailable"):
+        found.append("resource limits not applied: " + ", ".join(map(str, limits["unavailable"])))
+    for text in ((row.get("context") or {}).get("window_warning"), (row.get("sandbox") or {}).get("warning"),
+                 row.get("transcript_problem")):
+        if text:
+            found.append(str(text))
+    recall = (last_cycle or {}).get("recall")
+    if isinstance(recall, dict):
+        recall = recall.get("ratio", recall.get("score"))
+    if isinstance(recall, (int, float)) and not isinstance(recall, bool) and recall < RECALL_WARN:
+        found.append(f"last cycle's recall {recall:.0%} (below {RECALL_WARN:.0%})")
     return found
 
 
@@ -189,7 +218,9 @@ def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[s
         "viewers": row.get("viewers", 0),
         "schedule": row.get("schedule"),
         "next_restart_at": round(now + restart_in, 1) if restart_in is not None else None,
+        "frozen": row.get("frozen"),
         "alarms": alarms(row, facts, now),
+        "warnings": warnings(row, facts.last_cycle),
     }
 
 
