@@ -14,15 +14,18 @@ import json
 import socket
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page, expect
 from pydantic import SecretStr
 
 from supervisor.config.fleet import FleetSettings, Peer
 from supervisor.config.settings import SettingsError, load_settings
 from supervisor.web.fleet import FleetWatch, PeerView, fetch_peer, merge
 from tests.conftest import Project, wait_until
+from tests.test_web_browser import browser, page  # noqa: F401 - chromium fixtures (tests/install_browser.sh)
 from tests.web_fixtures import Dashboard, start_dashboard
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
@@ -113,6 +116,19 @@ def test_the_dashboard_fleet_view_lists_both_hosts(pair: tuple[Dashboard, Dashbo
     # B has no peers: its own view is itself alone
     own = b.json("/api/fleet")
     assert [h["name"] for h in own["hosts"]] == ["host-b"] and {c["id"] for c in own["cards"]} == {"host-b/gamma"}
+
+
+def test_the_fleet_page_in_chromium_lists_both_hosts(pair: tuple[Dashboard, Dashboard], page: Page) -> None:
+    a, b = pair
+    page.goto(a.url)  # the token moves into the cookie
+    page.goto(a.base + "fleet")
+    for host, unit in (("host-a", "alpha"), ("host-a", "beta"), ("host-b", "gamma")):
+        row = page.locator(f'tr[data-id="{host}/{unit}"]')
+        expect(row).to_have_attribute("data-state", "idle", timeout=10_000)
+        expect(row.locator(".host-cell")).to_have_text(host)
+    expect(page.locator('.host-chip[data-host="host-b"]')).to_have_attribute("data-ok", "yes")
+    expect(page.locator('tr[data-id="host-a/alpha"] a')).to_have_attribute("href", "/unit/alpha")
+    assert b.token not in page.content()
 
 
 def test_a_refused_or_missing_token_is_named_and_never_shown(pair: tuple[Dashboard, Dashboard], tmp_path: Path) -> None:
@@ -209,6 +225,28 @@ def test_a_hung_peer_delays_no_other_peer(tmp_path: Path) -> None:
             hung.close()  # the hung ask gets a reset and its thread ends
             await watch.close()
 
-    gone, still = asyncio.run(scenario())
+    with ThreadPoolExecutor(max_workers=1) as thread:  # a loop of its own: Playwright's runs on this thread
+        gone, still = thread.submit(asyncio.run, scenario()).result()
     assert gone.fetched_at is not None and not gone.ok and "refused" in (gone.error or "").lower(), gone
     assert still.fetched_at is None and still.error == "not asked yet"
+
+
+def test_cards_carry_a_frozen_session_alarm_and_warnings() -> None:
+    from supervisor.web.model import UnitFacts, card
+
+    facts = UnitFacts(checkpoint_at=0.7, hard_limit=0.9, stall_after=None, checkpoint_deadline=315.0, silent_for=1.0,
+                      checkpoint_started=None, last_cycle={"trigger": "threshold", "recall": 0.5})
+    row = {"unit": "u", "state": "running", "turn": "idle", "context": {"used": 1, "window": 10, "ratio": 0.1,
+                                                                        "window_warning": "window guessed"},
+           "frozen": {"state": "approval_wait", "detail": "waits for an approval", "action": "notify"},
+           "limits": {"applied": [], "unavailable": ["memory.max"]}}
+    c = card(row, facts, "h", 100.0)
+    assert [(a["kind"], a["text"]) for a in c["alarms"]] == \
+        [("frozen", "frozen (approval_wait): waits for an approval (action: notify)")]
+    assert c["warnings"] == ["resource limits not applied: memory.max", "window guessed",
+                             "last cycle's recall 50% (below 80%)"]
+    waiting = card({"unit": "w", "state": "waiting", "reason": "rate limit until 14:00"}, facts, "h", 100.0)
+    assert waiting["alarms"] == [] and waiting["warnings"][0] == "usage limit: rate limit until 14:00"
+    calm = card({"unit": "c", "state": "running", "turn": "idle"}, UnitFacts(**{**facts.__dict__, "last_cycle": None}),
+                "h", 100.0)
+    assert calm["alarms"] == [] and calm["warnings"] == [] and calm["frozen"] is None
