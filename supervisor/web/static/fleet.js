@@ -22,10 +22,11 @@ function render(v) {
   const self = v.hosts.find((h) => h.self);
   A.header(self && self.daemon, v.host);
   document.getElementById("hosts").replaceChildren(...v.hosts.map((h) =>
-    A.el("span", {class: "chip host-chip " + (h.ok ? "ok" : "down"), "data-host": h.name, "data-ok": h.ok ? "yes" : "no",
+    A.el("span", {class: "chip host-chip " + (h.ok ? "ok" : h.pending ? "" : "down"), "data-host": h.name,
+                  "data-ok": h.ok ? "yes" : h.pending ? "pending" : "no",
                   title: h.ok ? (h.url || "this daemon") : h.error},
       A.el("span", {class: h.ok ? "tone-ok" : "tone-bad", text: h.ok ? "●" : "✖"}),
-      A.el("b", {text: h.name}), h.ok ? `${h.units} units` : "not answering: " + h.error)));
+      A.el("b", {text: h.name}), h.ok ? `${h.units} units` : h.pending ? "asking…" : "not answering: " + h.error)));
   const alarms = document.getElementById("alarms");
   alarms.replaceChildren(...v.alarms.map((a) => A.el("div", {class: "alarm"},
     A.el("span", {class: "kind", text: "⚠ " + a.kind}), A.el("span", {class: "who", text: a.unit ? `${a.host}/${a.unit}` : a.host}),
