@@ -145,9 +145,19 @@ def test_a_refused_or_missing_token_is_named_and_never_shown(pair: tuple[Dashboa
     assert unset.error == "no token: $AGENTD_TEST_NO_SUCH_VARIABLE is empty or unset"
 
 
-def test_a_stopped_peer_shows_as_not_answering_while_local_units_still_show(pair: tuple[Dashboard, Dashboard]) -> None:
+def test_a_stopped_peer_shows_as_not_answering_while_local_units_still_show(pair: tuple[Dashboard, Dashboard],
+                                                                           page: Page) -> None:
     a, b = pair
+    page.goto(a.url)
+    page.goto(a.base + "fleet")
+    expect(page.locator('.host-chip[data-host="host-b"]')).to_have_attribute("data-ok", "yes", timeout=10_000)
     b.project.agentd("stop", "--now")
+    # the open page marks host-b as not answering on one of its refreshes, and keeps host-a's units
+    chip = page.locator('.host-chip[data-host="host-b"]')
+    expect(chip).to_have_attribute("data-ok", "no", timeout=15_000)
+    expect(chip).to_contain_text("not answering")
+    expect(page.locator('tr[data-id="host-a/alpha"]')).to_have_attribute("data-state", "idle")
+    expect(page.locator('tr[data-host="host-b"]')).to_have_count(0)
     view = wait_until(lambda: (v := a.json("/api/fleet"))["hosts"][1]["fetched_at"] and not v["hosts"][1]["ok"] and v,
                       15, what="host-b marked as not answering")
     host_b = view["hosts"][1]
