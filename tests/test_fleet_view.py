@@ -255,6 +255,11 @@ def test_cards_carry_a_frozen_session_alarm_and_warnings() -> None:
         [("frozen", "frozen (approval_wait): waits for an approval (action: notify)")]
     assert c["warnings"] == ["resource limits not applied: memory.max", "window guessed",
                              "last cycle's recall 50% (below 80%)"]
+    stuck = {**row, "context": {"used": 95, "window": 100, "ratio": 0.95},
+             "frozen": {"state": "stuck_above_hard_limit", "detail": "95 % for 10 min", "action": "restart"}}
+    assert [a["kind"] for a in card(stuck, facts, "h", 100.0)["alarms"]] == ["frozen at the limit"]
+    failed = {**row, "state": "failed", "reason": "start limit"}
+    assert [a["kind"] for a in card(failed, facts, "h", 100.0)["alarms"]] == ["failed", "frozen"]
     waiting = card({"unit": "w", "state": "waiting", "reason": "rate limit until 14:00"}, facts, "h", 100.0)
     assert waiting["alarms"] == [] and waiting["warnings"][0] == "usage limit: rate limit until 14:00"
     calm = card({"unit": "c", "state": "running", "turn": "idle"}, UnitFacts(**{**facts.__dict__, "last_cycle": None}),

@@ -63,6 +63,11 @@ class Alarm(str, enum.Enum):
     DEADLINE = "checkpoint deadline passed"
 
 
+#: The session watch's freezes (``status``'s ``frozen``) that a card's own alarm already names.
+SAME_AS = {"idle_after_compaction": Alarm.IDLE_AFTER_COMPACTION.value, "stuck_above_hard_limit": Alarm.FROZEN.value,
+           "checkpoint_overdue": Alarm.DEADLINE.value}
+
+
 @dataclass(frozen=True)
 class UnitFacts:
     """What a card needs beyond the status row (read from the unit by the server)."""
@@ -126,10 +131,6 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
         found.append({"kind": Alarm.FROZEN.value,
                       "text": f"context {ratio:.0%} is at or above the hard limit {facts.hard_limit:.0%} "
                               "and no checkpoint runs"})
-    frozen = row.get("frozen")
-    if frozen:
-        found.append({"kind": Alarm.FROZEN_SESSION.value,
-                      "text": f"frozen ({frozen.get('state')}): {frozen.get('detail')} (action: {frozen.get('action')})"})
     started = _iso_seconds(facts.checkpoint_started)
     if state == "checkpointing" and started is not None and now - started > facts.checkpoint_deadline:
         found.append({"kind": Alarm.DEADLINE.value,
@@ -145,6 +146,12 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
             and since is not None and since >= IDLE_AFTER_COMPACTION):
         found.append({"kind": Alarm.IDLE_AFTER_COMPACTION.value,
                       "text": f"idle at its prompt for {since:.0f} s since it compacted its own context"})
+    frozen = row.get("frozen")
+    kinds = {a["kind"] for a in found}
+    if frozen and SAME_AS.get(frozen.get("state") or "", "") not in kinds:  # said once, by the card's own alarm
+        at = sum(1 for a in found if a["kind"] in (Alarm.FAILED.value, Alarm.FROZEN.value))
+        found.insert(at, {"kind": Alarm.FROZEN_SESSION.value,
+                          "text": f"frozen ({frozen.get('state')}): {frozen.get('detail')} (action: {frozen.get('action')})"})
     return found
 
 
