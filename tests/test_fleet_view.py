@@ -265,3 +265,46 @@ def test_cards_carry_a_frozen_session_alarm_and_warnings() -> None:
     calm = card({"unit": "c", "state": "running", "turn": "idle"}, UnitFacts(**{**facts.__dict__, "last_cycle": None}),
                 "h", 100.0)
     assert calm["alarms"] == [] and calm["warnings"] == [] and calm["frozen"] is None
+
+
+def test_a_peers_odd_or_hostile_cards_are_tamed(tmp_path: Path) -> None:
+    """A peer names only its own cards, and what it says reaches the terminal escaped."""
+    import http.server
+    import threading
+
+    from supervisor.cli.fleet import render_fleet
+
+    answer = {"host": "peer", "cards": [{"unit": "x\x1b[31m", "host": "host-a", "state": "running\x1b[2J",
+                                         "context": {"used": "many"}, "alarms": ["not a dict", {"kind": "failed", "text": "t"}],
+                                         "warnings": "not a list"}]}
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+            seen.append(self.headers.get("Authorization", ""))
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        view = fetch_peer(Peer(url=f"http://127.0.0.1:{server.server_port}", token="tok-123"), 5.0, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert seen == ["Bearer tok-123"] and view.ok, view.error
+    (c,) = view.cards
+    assert c["host"] == "peer" and c["id"] == "peer/x\x1b[31m" and c["warnings"] == []
+    assert c["alarms"] == [{"kind": "failed", "text": "t"}]
+    text = render_fleet(merge("me", [], [view], 1.0))
+    assert "\x1b" not in text and "x\\x1b[31m" in text and "alarm: peer/x\\x1b[31m: failed: t" in text
+    assert line_of(text, "peer", "x\\x1b[31m", "running\\x1b[2J", "?"), text

@@ -83,15 +83,19 @@ def render_fleet(view: dict[str, Any], colour: bool = False, limit: int | None =
     for c in view["cards"]:
         ctx = c.get("context")
         context = "-"
-        if ctx:
-            context = f"{'' if ctx.get('exact') else '~'}{fmt_count(ctx['used'])}/{fmt_count(ctx['window'])} " \
-                      f"{ctx['ratio'] * 100:.0f}%"
+        try:
+            if ctx:
+                context = f"{'' if ctx.get('exact') else '~'}{fmt_count(ctx['used'])}/{fmt_count(ctx['window'])} " \
+                          f"{ctx['ratio'] * 100:.0f}%"
+        except (TypeError, KeyError, ValueError, AttributeError):
+            context = "?"  # a peer's card in a shape this version does not know
         alarm = (c.get("alarms") or [{}])[0].get("text")
         warning = (c.get("warnings") or [None])[0]
         note = alarm or warning or c.get("waiting_for") or c.get("activity") \
             or (c.get("reason") if c.get("state") != "running" else "") or ""
-        rows.append([visible(c.get("host")), visible(c["unit"]), state(str(c.get("state")), colour, c.get("state")),
-                     c.get("pid") or "-", c.get("restarts", 0), context, visible(note)])
+        shown = visible(str(c.get("state")))
+        rows.append([visible(str(c.get("host"))), visible(str(c["unit"])), state(shown, colour, shown),
+                     visible(str(c.get("pid") or "-")), visible(str(c.get("restarts", 0))), context, visible(str(note))])
     table = fit(["HOST", "UNIT", "STATE", "PID", "RESTARTS", "CONTEXT", "NOTE"], rows, limit, drop=("PID", "RESTARTS"))
     lines = [head, table if rows else "(no units)"]
     for h in down:
@@ -102,7 +106,7 @@ def render_fleet(view: dict[str, Any], colour: bool = False, limit: int | None =
             lines.append(f"error on {visible(h['name'])}: {visible(err)}")
     for a in view["alarms"]:
         if a["unit"] is not None:
-            lines.append(paint(f"alarm: {visible(a['host'])}/{visible(a['unit'])}: {a['kind']}: {visible(a['text'])}",
+            lines.append(paint(f"alarm: {visible(a['host'])}/{visible(a['unit'])}: {visible(a['kind'])}: {visible(a['text'])}",
                                "red", colour))
     for w in view["warnings"]:
         lines.append(paint(f"warning: {visible(w['host'])}/{visible(w['unit'])}: {visible(w['text'])}", "yellow", colour))

@@ -109,7 +109,7 @@ def fetch_peer(peer: Peer, timeout: float, state_dir: Path, clock: Any = time.ti
                 or not all(isinstance(c, dict) and "unit" in c for c in data["cards"]):
             raise ValueError("not an agentd dashboard's overview (is the URL the peer's dashboard?)")
         view.ok, view.host = True, str(data.get("host") or peer.label)
-        view.cards = [c for c in data["cards"] if isinstance(c, dict)]
+        view.cards = [_card(c, view.host) for c in data["cards"]]
         view.daemon = data.get("daemon") if isinstance(data.get("daemon"), dict) else None
         view.errors = [str(e) for e in data.get("errors") or []]
     except PeerTokenError as exc:
@@ -121,6 +121,16 @@ def fetch_peer(peer: Peer, timeout: float, state_dir: Path, clock: Any = time.ti
     view.took = round(time.monotonic() - started, 3)
     view.fetched_at = clock()
     return view
+
+
+def _card(card: dict[str, Any], host: str) -> dict[str, Any]:
+    """A peer's card as the merge and the renderers expect it: the peer's host, well-formed alarms and warnings."""
+    alarms = card.get("alarms") if isinstance(card.get("alarms"), list) else []
+    warnings = card.get("warnings") if isinstance(card.get("warnings"), list) else []
+    unit = str(card["unit"])
+    return {**card, "unit": unit, "host": host, "id": f"{host}/{unit}",
+            "alarms": [{"kind": str(a.get("kind")), "text": str(a.get("text"))} for a in alarms if isinstance(a, dict)],
+            "warnings": [str(w) for w in warnings]}
 
 
 def fetch_all(peers: tuple[Peer, ...], timeout: float, state_dir: Path) -> list[PeerView]:
