@@ -170,17 +170,25 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
 @click.command(epilog="""\b
 Examples:
   agentd status                 # every unit
-  agentd status web --json      # one unit, machine-readable (exit 3 unless it runs)""")
+  agentd status web --json      # one unit, machine-readable (exit 3 unless it runs)
+  agentd status --fleet         # this daemon's units and its [fleet] peers' (docs/fleet.md)""")
 @click.argument("units", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--fleet", is_flag=True, help="also the units of the [fleet] peers, with their host (exit 3 if one does not answer)")
 @pass_app
-def status(app: AppContext, units: tuple[str, ...], as_json: bool) -> None:
+def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) -> None:
     """Show units: state, pid, uptime, restarts, last exit, CPU and memory.
 
     Exit code (LSB): 0 when running (every named unit running), 3 when not.
     """
     import json
 
+    if fleet:
+        from .fleet import status_fleet
+
+        if units:
+            raise click.UsageError("--fleet shows every unit of every host: name no unit")
+        sys.exit(status_fleet(app.settings, as_json))
     settings = app.paths
     if not daemon_running(settings):
         if as_json:

@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .paths import ENV_PREFIX, StatePaths, discover_root, locate
+from .fleet import FleetSettings
 from .web import WebSettings
 
 
@@ -78,6 +79,8 @@ class Settings(StatePaths, BaseSettings):
         default=None, description="the cgroup v2 directory for the session groups (default: detected)")
     web: WebSettings = Field(default_factory=WebSettings,
                              description="the dashboard and /metrics: the [web] section (AGENTD_WEB__PORT=...)")
+    fleet: FleetSettings = Field(default_factory=FleetSettings,
+                                 description="the other daemons the fleet view shows: the [fleet] section")
 
     @field_validator("project_root")
     @classmethod
@@ -149,6 +152,10 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
             where_from = _source_of(field, file_data, path, overrides, root_from)
             if len(err["loc"]) > 1 and field == "web":
                 known = ", ".join(WebSettings.model_fields)
+            if len(err["loc"]) > 1 and field == "fleet":
+                from .fleet import Peer
+
+                known = ", ".join(Peer.model_fields if "peers" in err["loc"] else FleetSettings.model_fields)
             raise SettingsError(f"unknown setting '{shown}' in {where_from}; known settings: {known}") from None
         where_from = _source_of(field, file_data, path, overrides, root_from)
         raise SettingsError(f"setting '{shown}' from {where_from}: {err['msg']}") from None

@@ -32,6 +32,7 @@ import structlog
 
 from .. import __version__
 from ..daemon.bus import ChangeBus
+from .fleet import FleetWatch, merge
 from .model import UnitFacts, card, legend
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +91,9 @@ class WebHost:
     def __init__(self, daemon: WebDaemon, attach: AttachTarget) -> None:
         self.daemon, self.attach = daemon, attach
         self.settings = daemon.settings.web
-        self.host = socket.gethostname()
+        fleet = daemon.settings.fleet
+        self.host = fleet.host_name()  # [fleet] name, else the host name: on every card this daemon serves
+        self.fleet = FleetWatch(fleet.peers, fleet.timeout, fleet.refresh, daemon.settings.state_path)
         self.commands: Mapping[str, Any] = {}
         self.token = ""
         self.port = 0
@@ -172,6 +175,7 @@ class WebHost:
             self.port = self.guard.port = runner.addresses[0][1]  # the cookie's name has the real port
             await asyncio.to_thread(self._load_last_cycles)
             self._sampler = asyncio.ensure_future(self._sample())
+            self.fleet.start()  # [fleet] peers: asked on the watch's threads, never on a page's request
             info = self.info()
             log.info("web_serving", listen=self.settings.listen, port=self.port, loopback=self.settings.loopback,
                      token_file=str(self.token_path))
@@ -189,6 +193,7 @@ class WebHost:
             self.daemon.bus.poke_all()
             if self._sampler is not None:
                 self._sampler.cancel()
+            await self.fleet.close()
             runner, self._runner = self._runner, None
             await runner.cleanup()
             log.info("web_stopped")
@@ -235,7 +240,15 @@ class WebHost:
         versions = self.daemon.bus.versions
         self._recent = {c["unit"]: (now, versions.get(c["unit"]), c) for c in cards}
         return {"now": now, "host": self.host, "daemon": result["daemon"], "cards": cards,
-                "errors": result.get("errors", []), "legend": legend(), "peers": []}
+                "errors": result.get("errors", []), "legend": legend(),
+                "peers": [v.as_dict() for v in self.fleet.snapshot()]}
+
+    async def fleet_view(self) -> dict[str, Any]:
+        """This daemon's cards and the peers' last answers, merged (:func:`supervisor.web.fleet.merge`)."""
+        ov = await self.overview()
+        view = merge(self.host, ov["cards"], self.fleet.snapshot(), ov["now"], daemon=ov["daemon"],
+                     local_errors=ov["errors"])
+        return {**view, "refresh": self.fleet.refresh, "looks": self.fleet.looks, "legend": ov["legend"]}
 
     async def metric_rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         result = await self.daemon.status(None)

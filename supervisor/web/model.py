@@ -57,9 +57,15 @@ LOOK: dict[Display, tuple[str, str, str]] = {
 class Alarm(str, enum.Enum):
     FAILED = "failed"
     FROZEN = "frozen at the limit"
+    FROZEN_SESSION = "frozen"  # the watch named a freeze (a blocking screen, an approval wait, ...)
     IDLE_AFTER_COMPACTION = "idle after compaction"
     STALLED = "stalled"
     DEADLINE = "checkpoint deadline passed"
+
+
+#: The session watch's freezes (``status``'s ``frozen``) that a card's own alarm already names.
+SAME_AS = {"idle_after_compaction": Alarm.IDLE_AFTER_COMPACTION.value, "stuck_above_hard_limit": Alarm.FROZEN.value,
+           "checkpoint_overdue": Alarm.DEADLINE.value}
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,36 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
             and since is not None and since >= IDLE_AFTER_COMPACTION):
         found.append({"kind": Alarm.IDLE_AFTER_COMPACTION.value,
                       "text": f"idle at its prompt for {since:.0f} s since it compacted its own context"})
+    frozen = row.get("frozen")
+    kinds = {a["kind"] for a in found}
+    if frozen and SAME_AS.get(frozen.get("state") or "", "") not in kinds:  # said once, by the card's own alarm
+        at = sum(1 for a in found if a["kind"] in (Alarm.FAILED.value, Alarm.FROZEN.value))
+        found.insert(at, {"kind": Alarm.FROZEN_SESSION.value,
+                          "text": f"frozen ({frozen.get('state')}): {frozen.get('detail')} (action: {frozen.get('action')})"})
+    return found
+
+
+#: A last cycle whose recall (the share of the checked items the wakeup kept) is below this is a warning.
+RECALL_WARN = 0.8
+
+
+def warnings(row: dict[str, Any], last_cycle: dict[str, Any] | None) -> list[str]:
+    """What is worth a look but is no alarm: a usage limit, limits not applied, a low recall, ..."""
+    found: list[str] = []
+    if row.get("state") == "waiting":
+        found.append("usage limit" + (f": {row['reason']}" if row.get("reason") else ""))
+    limits = row.get("limits") or {}
+    if limits.get("unavailable"):
+        found.append("resource limits not applied: " + ", ".join(map(str, limits["unavailable"])))
+    for text in ((row.get("context") or {}).get("window_warning"), (row.get("sandbox") or {}).get("warning"),
+                 row.get("transcript_problem")):
+        if text:
+            found.append(str(text))
+    recall = (last_cycle or {}).get("recall")
+    if isinstance(recall, dict):
+        recall = recall.get("ratio", recall.get("score"))
+    if isinstance(recall, (int, float)) and not isinstance(recall, bool) and recall < RECALL_WARN:
+        found.append(f"last cycle's recall {recall:.0%} (below {RECALL_WARN:.0%})")
     return found
 
 
@@ -189,7 +225,9 @@ def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[s
         "viewers": row.get("viewers", 0),
         "schedule": row.get("schedule"),
         "next_restart_at": round(now + restart_in, 1) if restart_in is not None else None,
+        "frozen": row.get("frozen"),
         "alarms": alarms(row, facts, now),
+        "warnings": warnings(row, facts.last_cycle),
     }
 
 

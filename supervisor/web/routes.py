@@ -5,6 +5,7 @@ Pages (plain HTML; the data comes from the API and the event stream)::
     GET  /                      the overview
     GET  /unit/{name}           a unit: context chart, cycles, wakeup, memory, violations, live terminal
     GET  /timeline              decisions of every module and the global log, cycles and violations
+    GET  /fleet                 every unit of this daemon and of its [fleet] peers, the hosts, merged alarms
     GET  /static/...            CSS, JS, the vendored xterm.js
 
 API (JSON)::
@@ -12,6 +13,7 @@ API (JSON)::
     GET  /api/overview          every unit's card (see supervisor.web.model)
     GET  /api/units/{name}      one card, the context history, and what the unit page reads from files
     GET  /api/timeline          decisions, cycles, violations (each item has "t", epoch seconds)
+    GET  /api/fleet             this daemon's cards and its peers' last answers (supervisor.web.fleet)
     GET  /api/events[?unit=N]   the page's live stream (supervisor.web.stream)
     POST /api/units/{name}/{action}   start | stop | restart | checkpoint | send  (JSON body: now, text)
     GET  /metrics               Prometheus (supervisor.web.metrics)
@@ -99,6 +101,9 @@ def make_app(host: Served) -> web.Application:
     async def overview(request: web.Request) -> web.StreamResponse:
         return web.json_response(await host.overview())
 
+    async def fleet(request: web.Request) -> web.StreamResponse:
+        return web.json_response(await host.fleet_view())
+
     async def unit_api(request: web.Request) -> web.StreamResponse:
         name = unit_name(request)
         unit = host.daemon.units[name]
@@ -162,6 +167,8 @@ def make_app(host: Served) -> web.Application:
     app.add_routes([
         web.get("/", page("overview.html")),
         web.get("/timeline", page("timeline.html")),
+        web.get("/fleet", page("fleet.html")),
+        web.get("/api/fleet", fleet),
         web.get("/unit/{name}", unit_page),
         web.get("/api/overview", overview),
         web.get("/api/timeline", timeline),
