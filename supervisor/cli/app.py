@@ -35,13 +35,14 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import agents, commands, export, logs, memory, recall, web, wip
+    from . import agents, commands, export, logs, memory, recall, timeline, web, wip
 
     for command in (*commands.COMMANDS, *memory.COMMANDS, *recall.COMMANDS):
         cli.add_command(command)
     cli.add_command(export.export)
     cli.add_command(export.run_unit)
     cli.add_command(logs.logs)
+    cli.add_command(timeline.history)
     cli.add_command(wip.wip)
     cli.add_command(agents.trust)
     cli.add_command(web.web)

@@ -338,48 +338,6 @@ def checkpoint(app: AppContext, unit: str) -> None:
 
 
 @click.command(epilog="""\b
-Examples:
-  agentd history web            # the last 20 session starts and cycles
-  agentd history web --cycles   # the cycles only
-  agentd history web -n 5 --json""")
-@click.argument("unit")
-@click.option("-n", "count", default=20, show_default=True, help="entries to show")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines: the cycle records (add --sessions for the starts)")
-@click.option("--sessions/--cycles", default=None,
-              help="with or without the session starts (default: with them in the table, without in --json)")
-@pass_app
-def history(app: AppContext, unit: str, count: int, as_json: bool, sessions: bool | None) -> None:
-    """Show UNIT's session starts (why each began) and checkpoint cycles, by time.
-
-    A cycle: trigger, tokens before, wakeup tokens, ratio, flush, step times.
-    A session start: why (start, crash, cycle, schedule, limit_reset,
-    restart), how the previous session ended, where the wakeup went.
-    """
-    import json
-
-    from ..config.units import unit_path, valid_name
-    from .timeline import recorded, render_timeline, timeline
-
-    if not valid_name(unit):
-        raise click.ClickException(f"unit name {unit!r} is not valid")
-    state = app.settings.state_path
-    if not recorded(state, unit) and not os.path.lexists(unit_path(app.settings.units_path, unit)):
-        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.settings.units_path, unit)} "
-                                   f"and nothing recorded under {state / 'history'}")
-    items = timeline(state, unit, sessions=not as_json if sessions is None else sessions)[-count:]
-    if as_json:
-        for rec in items:
-            if sessions is None:
-                rec.pop("kind", None)  # the cycle records exactly as recorded
-            click.echo(json.dumps(rec))
-        return
-    if not items:
-        click.echo(f"nothing recorded for {unit} yet")
-        return
-    click.echo(render_timeline(items))
-
-
-@click.command(epilog="""\b
 Examples (what the agents' hooks run, not people):
   agentd notify --unit web '{"type": "agent-turn-complete"}'
   echo '{"hook_event_name": "Stop"}' | agentd notify""")
@@ -498,4 +456,4 @@ def check(app: AppContext) -> None:
         sys.exit(1)
 
 
-COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, checkpoint, history, notify, violations, check)
+COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, checkpoint, notify, violations, check)

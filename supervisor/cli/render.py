@@ -104,7 +104,8 @@ def render_status(result: dict, colour: bool = False, limit: int | None = None) 
     head = f"agentd {daemon['version']} pid {daemon['pid']} up {fmt_duration(daemon['uptime'])} — {visible(daemon['project_root'])}"
     contained = daemon.get("containment")
     if contained:
-        head += f"\ncontainment: {visible(contained['detail'])}; landlock: {visible(daemon.get('landlock', '-'))}"
+        line = f"containment: {visible(contained['detail'])}; landlock: {visible(daemon.get('landlock', '-'))}"
+        head += "\n" + (line if limit is None or len(line) <= limit else line[:limit - 1] + "…")
     rows = []
     for row in result["units"]:
         ctx = row.get("context")

@@ -1,4 +1,4 @@
-"""``agentd history UNIT``: a unit's session starts and checkpoint cycles, merged by time.
+"""``agentd history UNIT``: a unit's session starts and checkpoint cycles, merged by time (the command and its table).
 
 Two files under ``<state>/history/`` (:mod:`supervisor.continuity.records`):
 ``UNIT.sessions.jsonl`` (every new session and why it started: first start,
@@ -10,11 +10,15 @@ first, each item marked with its ``kind``; :func:`render_timeline` is the table.
 from __future__ import annotations
 
 import calendar
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+import click
+
 from ..continuity.records import history_path, read_history, read_sessions, sessions_path
+from .context import AppContext, pass_app
 
 CYCLE = "cycle"
 SESSION = "session"
@@ -77,3 +81,47 @@ def render_timeline(items: list[dict[str, Any]]) -> str:
     rows = [_session_row(i) if i.get("kind") == SESSION else _cycle_row(i) for i in items]
     return tabulate(rows, headers=["STARTED", "EVENT", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME",
                                    "SESSIONS", "STEPS"])
+
+
+@click.command(epilog="""\b
+Examples:
+  agentd history web            # the last 20 session starts and cycles
+  agentd history web --cycles   # the cycles only
+  agentd history web -n 5 --json""")
+@click.argument("unit")
+@click.option("-n", "count", default=20, show_default=True, help="entries to show")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: the cycle records (add --sessions for the starts)")
+@click.option("--sessions/--cycles", default=None,
+              help="with or without the session starts (default: with them in the table, without in --json)")
+@pass_app
+def history(app: AppContext, unit: str, count: int, as_json: bool, sessions: bool | None) -> None:
+    """Show UNIT's session starts (why each began) and checkpoint cycles, by time.
+
+    A cycle: trigger, tokens before, wakeup tokens, ratio, flush, step times.
+    A session start: why (start, crash, cycle, schedule, limit_reset,
+    restart), how the previous session ended, where the wakeup went.
+    """
+    import json
+
+    from ..config.units import unit_path, valid_name
+
+    if not valid_name(unit):
+        raise click.ClickException(f"unit name {unit!r} is not valid")
+    state = app.settings.state_path
+    if not recorded(state, unit) and not os.path.lexists(unit_path(app.settings.units_path, unit)):
+        from .names import check_unit
+
+        check_unit(app.paths, unit)  # "did you mean"
+        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.settings.units_path, unit)} "
+                                   f"and nothing recorded under {state / 'history'}")
+    items = timeline(state, unit, sessions=not as_json if sessions is None else sessions)[-count:]
+    if as_json:
+        for rec in items:
+            if sessions is None:
+                rec.pop("kind", None)  # the cycle records exactly as recorded
+            click.echo(json.dumps(rec))
+        return
+    if not items:
+        click.echo(f"nothing recorded for {unit} yet")
+        return
+    click.echo(render_timeline(items))
