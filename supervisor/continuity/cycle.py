@@ -208,10 +208,22 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
     record.new_session = fresh.session_id
     record.wakeup_tokens = wakeup_tokens
     record.notes.append(f"wakeup {await host.delivered() or 'none'}")
+    if keeper is not None and hasattr(keeper, "recall"):  # issue 16: did it receive what it needs?
+        record.recall = await recall(keeper, fresh)
     record.step("respawn", t, clock())
     record.outcome = "respawned"
     record.finish_ratio()
     return record
+
+
+async def recall(keeper: Any, fresh: Any) -> dict[str, Any] | None:
+    """Probe recall of the fresh session, from what its adapter delivered (best effort: None on failure)."""
+    from ..report.probes import delivered_text
+
+    try:
+        return await asyncio.to_thread(keeper.recall, delivered_text(getattr(fresh, "launched", None)))
+    except Exception:  # noqa: BLE001 - a measurement never fails the cycle
+        return None
 
 
 async def deliver_wakeup(agent: Agent, text: str, timeout: float, clock: Callable[[], float],

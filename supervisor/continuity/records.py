@@ -33,6 +33,7 @@ class CycleRecord:
     notes: list[str] = field(default_factory=list)
     wip: str | None = None  # the WIP commit that saved the old session's uncommitted work
     stopped: dict[str, Any] | None = None  # where the old session stopped (Stopped.summary())
+    recall: dict[str, Any] | None = None  # probe recall of the new session (supervisor/report/probes.py)
 
     def step(self, name: str, started: float, now: float) -> None:
         """Record that step ``name`` took from ``started`` to ``now`` (monotonic seconds)."""
