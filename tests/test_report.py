@@ -99,6 +99,8 @@ def test_a_generic_screen_counts_cat_lines_as_reads_and_says_what_it_cannot_tell
                         {"src/lexer.py": "l1", "test": None}.get, lambda p: p == "src/lexer.py")
     assert base.reads == {"src/lexer.py": "l1"} and base.commands == {"make test": {}}
     again = Trail("screen", actions=[run("cat src/lexer.py"), run("make test"), run("make lint")])
+    base.commands["agentd note: ok"] = {}  # what a checkpoint prints each time is not repeated work
+    again.actions.append(run("agentd note: ok"))
     got = fig.resumed(again, "g2", base, {"src/lexer.py": "l1"}, scope=SCOPE, generic=True)
     assert (got.rereads, got.repeated, got.actions_to_edit) == (["src/lexer.py"], ["make test"], None)
     assert any("generic" in c and "no file edits" in c for c in got.cannot)

@@ -14,7 +14,8 @@ involved at its end) and with the unit's first, cold session:
   still be that one; when it changed it later, the read came first, so the
   file was as it was left);
 * **repeated commands**: the same command (whitespace folded) run again with the
-  same input files (the files its words name, by blob hash);
+  same input files (the files its words name, by blob hash); agentd's own
+  commands (the notes and decisions each checkpoint asks for) are not counted;
 * **constraint breaks**: edits outside the scope or to a forbidden path;
 * **time to resume**: seconds from the session's first tool call to the first
   productive edit, from the agent's own timestamps.
@@ -36,6 +37,8 @@ from ..memory.gitfiles import matches
 from ..trail.common import reads_of_command
 from ..trail.model import Action, Kind, Trail
 
+#: Commands of agentd itself, which the checkpoint prompt asks for at every cycle.
+AGENTD_COMMANDS = ("agentd ", "python -m supervisor ")
 #: A file's blob id at some moment, or None when it did not exist.
 Blobs = Mapping[str, "str | None"]
 
@@ -98,8 +101,10 @@ def reads_of(action: Action) -> tuple[str, ...]:
 
 
 def is_command(action: Action) -> bool:
-    """A command that is not only a read (those count as reads, not as repeated commands)."""
-    return action.kind is Kind.COMMAND and action.command is not None and not reads_of(action)
+    """A command that is not only a read (those count as reads, not as repeated commands), nor agentd's own
+    (``agentd note``/``decide``/``task-state``: what the checkpoint asks for each time, not repeated work)."""
+    return (action.kind is Kind.COMMAND and action.command is not None and not reads_of(action)
+            and not action.command.lstrip().startswith(AGENTD_COMMANDS))
 
 
 def command_words(command: str) -> list[str]:
