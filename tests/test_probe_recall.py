@@ -35,9 +35,11 @@ def test_probes_found_give_recall_one_and_a_missing_one_is_named() -> None:
                                         "last command", "WIP commit", "constraint 1"]
     text = ("Port the parser\nuse a list\nv2 wire\n`src/a.py`\n`make test` → exit 2\nWIP commit 0123456789ab\n"
             "- never push\n  to main")
-    assert pr.check(probes, text).as_dict() == {"recall": 1.0, "found": 7, "probes": 7, "missing": []}
+    names = [p.name for p in probes]
+    assert pr.check(probes, text).as_dict() == {"recall": 1.0, "found": 7, "probes": 7, "missing": [], "checked": names}
     got = pr.check(probes, text.replace("use a list", "").replace("→ exit 2", "→ exit 0"))
-    assert got.as_dict() == {"recall": round(5 / 7, 4), "found": 5, "probes": 7, "missing": ["decision (core)", "last command"]}
+    assert got.as_dict() == {"recall": round(5 / 7, 4), "found": 5, "probes": 7, "checked": names,
+                             "missing": ["decision (core)", "last command"]}
     assert pr.check(probes, None).recall == 0.0 and pr.check([], "").recall == 1.0
 
 
@@ -84,7 +86,7 @@ def test_a_normal_wakeup_recalls_every_probe(project: Project) -> None:
     names = [p.name for p in gather.project_probes(root, "core", stopped.load(root, "u"))]
     assert names == ["task", "decision (core)", "decision (global)", "file in flight: src/parser.py", "last command",
                      "WIP commit", "constraint 1"]
-    assert got == {"recall": 1.0, "found": 7, "probes": 7, "missing": []}
+    assert got == {"recall": 1.0, "found": 7, "probes": 7, "missing": [], "checked": names}
     assert TASK.split("\n")[0][:20] in text and CONSTRAINT[:20] in text
 
 
@@ -92,7 +94,8 @@ def test_a_wakeup_without_the_module_decision_names_it(project: Project) -> None
     root, keeper = kept_project(project)
     text = build_wakeup(root, "core", ["src/**"], unit="u").text
     cut = "\n".join(line for line in text.splitlines() if MODULE_DECISION not in line)
-    assert keeper.recall(cut) == {"recall": round(6 / 7, 4), "found": 6, "probes": 7, "missing": ["decision (core)"]}
+    got = keeper.recall(cut)
+    assert (got["recall"], got["found"], got["probes"], got["missing"]) == (round(6 / 7, 4), 6, 7, ["decision (core)"])
 
 
 class RecallingKeeper(FakeKeeper):
@@ -117,7 +120,7 @@ def test_the_cycle_records_recall_of_what_the_adapter_delivered() -> None:
     keeper = RecallingKeeper()
     record = asyncio.run(cycle.run(host, agent, memory, plan(), unit="u", keeper=keeper))
     assert keeper.seen == ["# Wakeup briefing\nthe task"]
-    assert record.recall == {"recall": 1.0, "found": 1, "probes": 1, "missing": []}
+    assert record.recall == {"recall": 1.0, "found": 1, "probes": 1, "missing": [], "checked": ["task"]}
     assert record.as_dict()["recall"]["recall"] == 1.0
     plain = asyncio.run(cycle.run(host, FakeDriver(clock), memory, plan(), unit="u", keeper=FakeKeeper()))
     assert plain.recall is None  # a keeper that cannot check records nothing

@@ -41,13 +41,15 @@ class Recall:
     found: int
     probes: int
     missing: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)  # every probe's name, in order
 
     @property
     def recall(self) -> float:
         return round(self.found / self.probes, 4) if self.probes else 1.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"recall": self.recall, "found": self.found, "probes": self.probes, "missing": list(self.missing)}
+        return {"recall": self.recall, "found": self.found, "probes": self.probes, "missing": list(self.missing),
+                "checked": list(self.checked)}
 
 
 def fold(text: str) -> str:
@@ -85,7 +87,7 @@ def check(probes: Sequence[Probe], text: str | None) -> Recall:
     """How many probes ``text`` contains (whitespace folded), and which are missing."""
     hay = fold(text or "")
     missing = [p.name for p in probes if not all(n in hay for n in p.needles)]
-    return Recall(found=len(probes) - len(missing), probes=len(probes), missing=missing)
+    return Recall(found=len(probes) - len(missing), probes=len(probes), missing=missing, checked=[p.name for p in probes])
 
 
 def delivered_text(launch: Any) -> str | None:
