@@ -103,7 +103,9 @@ def test_a_generic_screen_counts_cat_lines_as_reads_and_says_what_it_cannot_tell
     again.actions.append(run("agentd note: ok"))
     got = fig.resumed(again, "g2", base, {"src/lexer.py": "l1"}, scope=SCOPE, generic=True)
     assert (got.rereads, got.repeated, got.actions_to_edit) == (["src/lexer.py"], ["make test"], None)
-    assert any("generic" in c and "no file edits" in c for c in got.cannot)
+    assert any("generic" in c and "no file edits" in c for c in got.cannot) and not got.edits_seen
+    [row] = table.rows("g", [{"stopped": {"resumed": got.as_dict()}}])
+    assert (row.rereads, row.repeated, row.breaks) == (1, 1, None)  # a screen shows no edits: no breaks, not 0
 
 
 def history() -> list[dict]:

@@ -77,6 +77,7 @@ class Figures:
     seconds_to_edit: float | None = None
     tokens_to_edit: int | None = None
     cannot: list[str] = field(default_factory=list)  # what this trail cannot tell
+    edits_seen: bool = True  # False for a screen: no edits, so no breaks either (None in the report, not 0)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -205,6 +206,7 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
         figures.seconds_to_edit = _seconds(trail.actions[0].at, edit_at)
     figures.cannot.append("tokens to resume: the trail does not record tokens per tool call")
     if generic:
+        figures.edits_seen = False
         figures.cannot.append("a generic agent's screen shows no file edits: no actions to the first edit, "
                               "no constraint breaks; re-reads are `$ cat FILE` lines, commands the `$` lines")
     elif figures.seconds_to_edit is None and figures.actions_to_edit is not None:

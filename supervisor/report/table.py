@@ -104,7 +104,8 @@ def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None
             r.cold_actions_to_edit = resumed.get("cold_actions_to_edit")
             r.reread_files, r.repeated_commands = list(resumed.get("rereads") or []), list(resumed.get("repeated") or [])
             r.break_list = list(resumed.get("breaks") or [])
-            r.rereads, r.repeated, r.breaks = len(r.reread_files), len(r.repeated_commands), len(r.break_list)
+            r.rereads, r.repeated = len(r.reread_files), len(r.repeated_commands)
+            r.breaks = len(r.break_list) if resumed.get("edits_seen", True) else None
             r.seconds_to_edit, r.tokens_to_edit = resumed.get("seconds_to_edit"), resumed.get("tokens_to_edit")
             r.cannot = list(resumed.get("cannot") or [])
     return order
