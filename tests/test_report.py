@@ -146,3 +146,15 @@ def test_since_keeps_the_newer_sessions_and_bad_input_names_the_forms() -> None:
     assert [r.session for r in table.rows("core", history(), table.parse_since("2026-12-01T10:30", now))] == ["s3"]
     with pytest.raises(ValueError, match="30m, 2h, 7d"):
         table.parse_since("yesterday", now)
+
+
+def test_blob_of_is_gits_blob_id_and_none_for_what_is_not_a_file(tmp_path) -> None:  # noqa: ANN001
+    import subprocess
+
+    from supervisor.report.gather import blob_of
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    want = subprocess.run(["git", "hash-object", str(tmp_path / "a.txt")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert blob_of(tmp_path, "a.txt") == want == blob_of(tmp_path, str(tmp_path / "a.txt"))
+    assert blob_of(tmp_path, "missing.txt") is None and blob_of(tmp_path, ".") is None

@@ -27,11 +27,20 @@ from . import probes as pr
 REPORT_DIR = "report"
 
 
+#: Files larger than this are not read to be hashed: their size and modification time stand for them.
+HASH_LIMIT = 32 * 1024 * 1024
+
+
 def blob_of(root: Path, path: str) -> str | None:
     """The git blob id of ``path`` (relative to ``root``, or absolute) now; None when it is not a file."""
     full = Path(path) if path.startswith("/") else Path(root) / path
     try:
-        return blob_hash(full.read_bytes()) if full.is_file() else None
+        if not full.is_file():
+            return None
+        info = full.stat()
+        if info.st_size > HASH_LIMIT:
+            return f"large:{info.st_size}:{info.st_mtime_ns}"
+        return blob_hash(full.read_bytes())
     except OSError:
         return None
 
