@@ -158,3 +158,19 @@ def test_blob_of_is_gits_blob_id_and_none_for_what_is_not_a_file(tmp_path) -> No
                           check=True).stdout.strip()
     assert blob_of(tmp_path, "a.txt") == want == blob_of(tmp_path, str(tmp_path / "a.txt"))
     assert blob_of(tmp_path, "missing.txt") is None and blob_of(tmp_path, ".") is None
+
+
+def test_a_start_outside_a_cycle_brings_its_own_recall() -> None:
+    starts = [{"session": "s1", "why": "start", "started": "2026-12-01T09:00:00Z"},
+              {"session": "s2", "why": "crash", "previous": "s1", "started": "2026-12-01T10:00:00Z",
+               "recall": {"recall": 0.5, "found": 1, "probes": 2, "missing": ["WIP commit"]}}]
+    cycles = [{"started": "2026-12-01T11:00:00Z", "trigger": "crash", "old_session": "s2",
+               "stopped": {"resumed": {"session": "s2", "previous": "s1", "actions": 2, "actions_to_edit": 2,
+                                       "rereads": ["a"], "repeated": [], "breaks": []}}}]
+    [row] = table.rows("u", cycles, sessions=starts)
+    assert (row.session, row.trigger, row.recall, row.missing, row.rereads) == ("s2", "crash", 0.5, ["WIP commit"], 1)
+    from supervisor.cli.timeline import _session_row
+
+    assert "! recall 0.5, missing: WIP commit" in _session_row(starts[1])[6]
+    assert table.rows("u", cycles, table.parse_since("2026-12-01T10:30", datetime(2026, 12, 2, tzinfo=timezone.utc)),
+                      starts) == []  # s2 started before the cut

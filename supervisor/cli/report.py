@@ -37,7 +37,7 @@ def report(app: AppContext, unit: str | None, as_json: bool, since: str | None) 
     below 1 is flagged with the missing probes.
     """
     from ..config.units import valid_name
-    from ..continuity.records import read_history
+    from ..continuity.records import read_history, read_sessions
     from ..report.table import parse_since, render, rows, summary
 
     if unit is not None and not valid_name(unit):
@@ -50,7 +50,7 @@ def report(app: AppContext, unit: str | None, as_json: bool, since: str | None) 
     folder = state / "history"
     names = [unit] if unit else sorted(p.name[:-len(".jsonl")] for p in folder.glob("*.jsonl")
                                        if not p.name.endswith(".sessions.jsonl")) if folder.is_dir() or unit else []
-    found = [r for name in names for r in rows(name, read_history(state, name), cutoff)]
+    found = [r for name in names for r in rows(name, read_history(state, name), cutoff, read_sessions(state, name))]
     if as_json:
         click.echo(json.dumps({"sessions": [r.as_dict() for r in found], **summary(found)}, indent=1))
         return

@@ -51,6 +51,7 @@ def _session_row(rec: dict[str, Any]) -> list[Any]:
     outcome = str(rec.get("detail") or "-")
     if rec.get("previous_exit"):
         outcome += f" (previous {rec['previous_exit']})"
+    outcome += recall_flag(rec.get("recall"))
     return [rec.get("started", "-"), f"session: {rec.get('why')}", "-", rec.get("wakeup") or "-", "-", "-", outcome,
             f"{rec.get('previous') or '-'} -> {rec.get('session') or '-'}", ""]
 

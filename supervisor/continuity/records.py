@@ -95,6 +95,7 @@ class SessionRecord:
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     started_ns: int = field(default_factory=time.time_ns)  # orders sessions started within one second
     wakeup: str | None = None  # where the wakeup went: argv, system-prompt, first-message, file, none
+    recall: dict[str, Any] | None = None  # probe recall of its wakeup, for a start outside a cycle (crash, schedule)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

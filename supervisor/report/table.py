@@ -72,8 +72,12 @@ def _when(record: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None = None) -> list[Row]:
-    """One row per session the history says something about (see the module docstring), oldest first."""
+def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None = None,
+         sessions: Iterable[Mapping[str, Any]] = ()) -> list[Row]:
+    """One row per session the history says something about (see the module docstring), oldest first.
+
+    ``sessions`` (``UNIT.sessions.jsonl``) adds the recall of sessions started outside a cycle (a crash
+    restart, a schedule) when their start recorded one."""
     by_session: dict[str, Row] = {}
     order: list[Row] = []
 
@@ -90,6 +94,14 @@ def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None
     def recent(when: datetime | None) -> bool:
         return since is None or (when is not None and when >= since)
 
+    for start in sessions:
+        if isinstance(start.get("recall"), Mapping) and start.get("previous") and start.get("session"):
+            started = _when(start)
+            starts.setdefault(str(start["session"]), started)
+            if recent(started):
+                r = row(start["session"])
+                r.recall, r.missing = start["recall"].get("recall"), list(start["recall"].get("missing") or [])
+                r.previous, r.started, r.trigger = start.get("previous"), start.get("started"), start.get("why")
     for rec in records:
         if isinstance(rec.get("recall"), Mapping) and rec.get("new_session") and recent(_when(rec)):
             r = row(rec["new_session"])
