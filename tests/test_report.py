@@ -3,6 +3,7 @@ and the report's table over the history (per session, medians per unit and for t
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pytest
@@ -174,3 +175,16 @@ def test_a_start_outside_a_cycle_brings_its_own_recall() -> None:
     assert "! recall 0.5, missing: WIP commit" in _session_row(starts[1])[6]
     assert table.rows("u", cycles, table.parse_since("2026-12-01T10:30", datetime(2026, 12, 2, tzinfo=timezone.utc)),
                       starts) == []  # s2 started before the cut
+
+
+def test_the_command_names_an_unknown_unit_and_a_bad_since(tmp_path) -> None:  # noqa: ANN001
+    from tests.conftest import Project
+
+    project = Project(tmp_path)
+    assert "no resumed session recorded yet" in project.agentd("report").stdout
+    assert json.loads(project.agentd("report", "--json").stdout) == {
+        "sessions": [], "units": {}, "project": table.summary([])["project"]}
+    unknown = project.agentd("report", "nope", check=False)
+    assert unknown.returncode == 1 and "no such unit 'nope'" in unknown.stderr
+    bad = project.agentd("report", "--since", "yesterday", check=False)
+    assert bad.returncode == 1 and "30m, 2h, 7d" in bad.stderr
