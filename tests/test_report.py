@@ -188,3 +188,39 @@ def test_the_command_names_an_unknown_unit_and_a_bad_since(tmp_path) -> None:  #
     assert unknown.returncode == 1 and "no such unit 'nope'" in unknown.stderr
     bad = project.agentd("report", "--since", "yesterday", check=False)
     assert bad.returncode == 1 and "30m, 2h, 7d" in bad.stderr
+
+
+def test_an_early_edit_that_puts_a_decisions_file_back_is_a_constraint_break() -> None:
+    settled = [fig.Settled("parse empty input to []", {"src/parser.py": ("p1", "p2")})]
+    back = Trail("t", actions=[edit("src/parser.py")])
+    got = fig.resumed(back, "s2", previous(), {"src/parser.py": "p1"}, scope=SCOPE, settled=settled)
+    assert got.breaks == ['undid "parse empty input to []": src/parser.py']
+    onward = fig.resumed(back, "s2", previous(), {"src/parser.py": "p3"}, scope=SCOPE, settled=settled)
+    late = Trail("t", actions=[read("src/lexer.py")] * 3 + [edit("src/parser.py")])
+    assert onward.breaks == [] and fig.undone(late, settled, {"src/parser.py": "p1"}, window=3) == []
+    assert fig.resumed(back, "s1", None, {"src/parser.py": "p1"}, scope=SCOPE, settled=settled).breaks == []  # cold
+
+
+def test_settled_decisions_come_from_the_snapshots_before_and_with_each_decision(tmp_path) -> None:  # noqa: ANN001
+    import subprocess
+
+    from supervisor.memory.decisions import record_decision
+    from supervisor.report.gather import blob_of, settled_decisions
+    from tests.conftest import Project
+
+    root = tmp_path
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    Project(root).agentd("init")
+    (root / "src").mkdir()
+    (root / "src" / "parser.py").write_text("return None\n")
+    (root / "src" / "lexer.py").write_text("tokens\n")
+    before = blob_of(root, "src/parser.py")
+    record_decision(root, "start from the old parser", "because it works, so we keep it", module="core",
+                    scope_paths=["src/**"])
+    (root / "src" / "parser.py").write_text("return []\n")
+    record_decision(root, "parse empty input to []", "because callers iterate, so [] is safe", module="core",
+                    files=["src/parser.py"], scope_paths=["src/**"])
+    [item] = settled_decisions(root, "core")
+    assert item.decision == "parse empty input to []"
+    assert dict(item.files) == {"src/parser.py": (before, blob_of(root, "src/parser.py"))}
+    assert settled_decisions(root, "other") == []

@@ -155,7 +155,7 @@ class UnitKeeper:
         try:
             generic = trail is not None and bool(trail.actions) and all(a.tool == "screen" for a in trail.actions)
             figures = after_session(self.root, self.unit, session, trail, scope=self.scope, forbid=self.forbid,
-                                    generic=generic)
+                                    generic=generic, module=self.module)
         except Exception as exc:  # noqa: BLE001 - the report never stops a keep
             notes.append(f"no report figures: {type(exc).__name__}: {exc}")
             return None

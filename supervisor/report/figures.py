@@ -16,7 +16,10 @@ involved at its end) and with the unit's first, cold session:
 * **repeated commands**: the same command (whitespace folded) run again with the
   same input files (the files its words name, by blob hash); agentd's own
   commands (the notes and decisions each checkpoint asks for) are not counted;
-* **constraint breaks**: edits outside the scope or to a forbidden path;
+* **constraint breaks**: edits outside the scope or to a forbidden path, and
+  edits within the session's first :data:`UNDO_WINDOW` tool calls that put a
+  recorded decision's file back as it was before the decision (its blob at the
+  end equals the one in the snapshot before the decision's own);
 * **time to resume**: seconds from the session's first tool call to the first
   productive edit, from the agent's own timestamps.
 
@@ -60,6 +63,18 @@ class Baseline:
         return cls(session=data.get("session"), reads=dict(data.get("reads") or {}),
                    commands={str(k): dict(v or {}) for k, v in (data.get("commands") or {}).items()},
                    edits=dict(data.get("edits") or {}))
+
+
+#: An edit this early in a resumed session that undoes a decision's file is a constraint break.
+UNDO_WINDOW = 20
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A recorded decision and the files it changed: path -> (blob before the decision, blob with it)."""
+
+    decision: str
+    files: Mapping[str, tuple[str | None, str | None]]
 
 
 @dataclass
@@ -161,8 +176,21 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     return round((b - a).total_seconds(), 3)
 
 
+def undone(trail: Trail, settled: Sequence[Settled], now: Blobs, window: int = UNDO_WINDOW) -> list[str]:
+    """``undid "DECISION": PATH`` for each decision's file this session edited within its first ``window``
+    tool calls and left as it was before the decision."""
+    early = {p for a in trail.actions[:window] if a.ok is not False for p in a.edits}
+    out: list[str] = []
+    for item in settled:
+        for path, (before, after) in item.files.items():
+            if path in early and before != after and path in now and now[path] == before:
+                out.append(f'undid "{item.decision}": {path}')
+    return out
+
+
 def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: Blobs, *, scope: Sequence[str] = (),
-            forbid: Sequence[str] = (), cold: int | None = None, generic: bool = False) -> Figures:
+            forbid: Sequence[str] = (), cold: int | None = None, generic: bool = False,
+            settled: Sequence[Settled] = ()) -> Figures:
     """The figures of ``trail``'s session after ``previous`` (None: it is the cold session).
 
     ``now`` holds the blobs at this session's end of every file the previous
@@ -200,6 +228,8 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
                 elif scope and not matches(path, scope):
                     figures.breaks.append(f"outside scope: {path}")
     figures.rereads, figures.repeated = list(rereads), list(repeated)
+    if previous is not None:
+        figures.breaks += undone(trail, settled, now)
     figures.breaks = list(dict.fromkeys(figures.breaks))
     edit_at = trail.actions[figures.actions_to_edit - 1].at if figures.actions_to_edit else None
     if edit_at and trail.actions[0].at:

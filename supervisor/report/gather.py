@@ -58,7 +58,7 @@ def load_state(root: Path, unit: str) -> dict[str, Any]:
 
 
 def after_session(root: Path, unit: str, session: str | None, trail: Trail | None, *, scope: Sequence[str] = (),
-                  forbid: Sequence[str] = (), generic: bool = False) -> fig.Figures | None:
+                  forbid: Sequence[str] = (), generic: bool = False, module: str | None = None) -> fig.Figures | None:
     """At a session's end: its figures against the session before it (None without a trail), and
     the baseline for the next one saved."""
     state = load_state(root, unit)
@@ -71,7 +71,8 @@ def after_session(root: Path, unit: str, session: str | None, trail: Trail | Non
     if trail is not None:
         now = {p: blob_of(root, p) for p in fig.files_to_hash(trail, last)}
         cold_edit = cold.get("actions_to_edit") if cold else None
-        result = fig.resumed(trail, session, last, now, scope=scope, forbid=forbid, cold=cold_edit, generic=generic)
+        result = fig.resumed(trail, session, last, now, scope=scope, forbid=forbid, cold=cold_edit, generic=generic,
+                             settled=settled_decisions(root, module) if last is not None else ())
         if cold is None or cold.get("session") == session:
             if last is None:
                 state["cold"] = {"session": session, "actions_to_edit": result.actions_to_edit}
@@ -81,6 +82,35 @@ def after_session(root: Path, unit: str, session: str | None, trail: Trail | Non
     state["last"] = here.as_dict()
     write_json(store_path(root, unit), state, mode=0o600)
     return result
+
+
+#: How many of the newest decision snapshots are checked for undone files.
+SETTLED_SNAPSHOTS = 20
+
+
+def settled_decisions(root: Path, module: str | None) -> list[fig.Settled]:
+    """The newest decisions of ``module`` (and the global log) with the files each changed, from their
+    snapshots (the blobs of the snapshot before and of the decision's own)."""
+    from ..memory import snapshots
+    from ..memory.gitfiles import matches
+
+    paths = AgentPaths(Path(root))
+    wanted = {None, "global", module}
+    out: list[fig.Settled] = []
+    for ident in reversed(snapshots.list_ids(paths)[-SETTLED_SNAPSHOTS * 10:]):
+        if len(out) >= SETTLED_SNAPSHOTS:
+            break
+        data = snapshots.load(paths, ident)
+        if not data or data.get("module") not in wanted or not data.get("named_files") or not data.get("previous"):
+            continue
+        before = (snapshots.load(paths, data["previous"]) or {}).get("files") or {}
+        after = data.get("files") or {}
+        named = [str(n) for n in data["named_files"]]
+        files = {p: (before.get(p), after.get(p)) for p in set(before) | set(after)
+                 if matches(p, named) and before.get(p) != after.get(p)}
+        if files:
+            out.append(fig.Settled(str(data.get("decision") or "?"), files))
+    return out
 
 
 def project_probes(root: Path, module: str, stopped: Any) -> list[pr.Probe]:
