@@ -43,6 +43,7 @@ def fmt_count(n: int) -> str:
 
 
 def recall_flag(recall: object) -> str:
+    """The flag of a probe recall below 1 (imported late: status is a fast path)."""
     from .timeline import recall_flag as flag
 
     return flag(recall)

@@ -16,7 +16,8 @@
 5. quit the old session (the adapter's quit keys, then its whole tree ends);
 6. then either stop, or start a fresh session whose first message is the
    wakeup (:func:`deliver_wakeup` types it when the adapter did not already
-   pass it in argv or a system prompt) and record how the cycle went.
+   pass it in argv or a system prompt) and record how the cycle went, with
+   the probe recall of what the adapter delivered (:func:`recall`, issue 16).
 
 :func:`finish_interrupted` completes the record of a cycle that a daemon crash
 cut short.  The cycle talks to the agent only through :class:`Agent` (the

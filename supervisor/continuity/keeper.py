@@ -9,7 +9,13 @@ whether or not the agent cooperated.  :class:`UnitKeeper`, the real one:
 2. saves the scope's uncommitted files as a WIP commit
    (:func:`~supervisor.memory.wip.save_wip`; HEAD, the index and the work
    tree untouched);
-3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped".
+3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped";
+4. counts how the session came back after the one before it (issue 16:
+   :func:`supervisor.report.gather.after_session`), kept in the result
+   (``Kept.resumed``, in the history entry as ``stopped.resumed``).
+
+:meth:`UnitKeeper.recall` checks the probes of a respawn against what the new
+session received (the cycle calls it; :mod:`supervisor.report.probes`).
 
 Each step that fails is a note in the result, never an exception: keeping is
 best effort and must never stop a cycle, a restart or a stop.  Blocking (git,
