@@ -46,6 +46,9 @@ def _register() -> None:
     cli.add_command(wip.wip)
     cli.add_command(agents.trust)
     cli.add_command(web.web)
+    from .report import report
+
+    cli.add_command(report)  # issue 16: did the agent come back whole
     from .names import add_completion
 
     add_completion(cli)  # shell completion of unit names (docs/cli.md)

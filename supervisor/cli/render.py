@@ -42,6 +42,13 @@ def fmt_count(n: int) -> str:
 
 
 
+def recall_flag(recall: object) -> str:
+    """The flag of a probe recall below 1 (imported late: status is a fast path)."""
+    from .timeline import recall_flag as flag
+
+    return flag(recall)
+
+
 def status_note(row: dict) -> str:
     """A unit's NOTE column: the parts it has, joined by "; " (never an empty part)."""
     sched = row.get("schedule") or {}
@@ -73,7 +80,7 @@ def status_note(row: dict) -> str:
     last = row.get("last_checkpoint")
     if last:
         ratio = f" {last['ratio'] * 100:.1f}%" if last.get("ratio") is not None else ""
-        parts.append(f"last checkpoint {last['trigger']} {last['flush']}{ratio}")
+        parts.append(f"last checkpoint {last['trigger']} {last['flush']}{ratio}{recall_flag(last.get('recall'))}")
     return visible("; ".join(part for part in parts if part))
 
 
@@ -154,7 +161,7 @@ def render_history(records: list[dict], limit: int | None = None) -> str:
             rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
             f"{ratio * 100:.1f}%" if ratio is not None else "-",
             rec.get("flush"),
-            visible(rec.get("outcome")),
+            visible(str(rec.get("outcome")) + recall_flag(rec.get("recall"))),
             f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
             (rec.get("wip") or "-")[:12],
             steps,

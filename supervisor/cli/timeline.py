@@ -55,6 +55,7 @@ def _session_row(rec: dict[str, Any]) -> list[Any]:
     outcome = str(rec.get("detail") or "-")
     if rec.get("previous_exit"):
         outcome += f" (previous {rec['previous_exit']})"
+    outcome += recall_flag(rec.get("recall"))
     return [rec.get("started", "-"), f"session: {rec.get('why')}", "-", rec.get("wakeup") or "-", "-", "-", outcome,
             f"{rec.get('previous') or '-'} -> {rec.get('session') or '-'}", ""]
 
@@ -69,10 +70,17 @@ def _cycle_row(rec: dict[str, Any]) -> list[Any]:
         rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
         f"{ratio * 100:.1f}%" if ratio is not None else "-",
         rec.get("flush"),
-        rec.get("outcome"),
+        str(rec.get("outcome")) + recall_flag(rec.get("recall")),
         f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
         steps,
     ]
+
+
+def recall_flag(recall: Any) -> str:
+    """`` ! recall 0.86, missing: ...`` for a cycle whose new session's probe recall is below 1 (issue 16)."""
+    if not isinstance(recall, dict) or recall.get("recall") is None or recall["recall"] >= 1.0:
+        return ""
+    return f" ! recall {recall['recall']:g}, missing: {', '.join(recall.get('missing') or [])}"
 
 
 def render_timeline(items: list[dict[str, Any]]) -> str:

@@ -16,7 +16,8 @@
 5. quit the old session (the adapter's quit keys, then its whole tree ends);
 6. then either stop, or start a fresh session whose first message is the
    wakeup (:func:`deliver_wakeup` types it when the adapter did not already
-   pass it in argv or a system prompt) and record how the cycle went.
+   pass it in argv or a system prompt) and record how the cycle went, with
+   the probe recall of what the adapter delivered (:func:`recall`, issue 16).
 
 :func:`finish_interrupted` completes the record of a cycle that a daemon crash
 cut short.  The cycle talks to the agent only through :class:`Agent` (the
@@ -208,10 +209,22 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
     record.new_session = fresh.session_id
     record.wakeup_tokens = wakeup_tokens
     record.notes.append(f"wakeup {await host.delivered() or 'none'}")
+    if keeper is not None and hasattr(keeper, "recall"):  # issue 16: did it receive what it needs?
+        record.recall = await recall(keeper, fresh)
     record.step("respawn", t, clock())
     record.outcome = "respawned"
     record.finish_ratio()
     return record
+
+
+async def recall(keeper: Any, fresh: Any) -> dict[str, Any] | None:
+    """Probe recall of the fresh session, from what its adapter delivered (best effort: None on failure)."""
+    from ..report.probes import delivered_text
+
+    try:
+        return await asyncio.to_thread(keeper.recall, delivered_text(getattr(fresh, "launched", None)))
+    except Exception:  # noqa: BLE001 - a measurement never fails the cycle
+        return None
 
 
 async def deliver_wakeup(agent: Agent, text: str, timeout: float, clock: Callable[[], float],

@@ -9,7 +9,13 @@ whether or not the agent cooperated.  :class:`UnitKeeper`, the real one:
 2. saves the scope's uncommitted files as a WIP commit
    (:func:`~supervisor.memory.wip.save_wip`; HEAD, the index and the work
    tree untouched);
-3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped".
+3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped";
+4. counts how the session came back after the one before it (issue 16:
+   :func:`supervisor.report.gather.after_session`), kept in the result
+   (``Kept.resumed``, in the history entry as ``stopped.resumed``).
+
+:meth:`UnitKeeper.recall` checks the probes of a respawn against what the new
+session received (the cycle calls it; :mod:`supervisor.report.probes`).
 
 Each step that fails is a note in the result, never an exception: keeping is
 best effort and must never stop a cycle, a restart or a stop.  Blocking (git,
@@ -60,12 +66,13 @@ class Kept:
     stopped: Stopped | None
     wip: str | None = None
     notes: tuple[str, ...] = ()
+    resumed: dict[str, Any] | None = None  # how this session came back (supervisor/report/figures.py)
 
     def summary(self) -> dict[str, Any] | None:
         """For the cycle's history entry."""
         if self.stopped is None:
             return {"notes": list(self.notes)} if self.notes else None
-        return self.stopped.summary()
+        return {**self.stopped.summary(), **({"resumed": self.resumed} if self.resumed is not None else {})}
 
 
 class Keeper(Protocol):
@@ -99,8 +106,9 @@ class UnitKeeper:
 
     def __init__(self, root: Path, unit: str, module: str, scope: Sequence[str], *,
                  env: Mapping[str, str] | None = None, prompt: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, forbid: Sequence[str] = ()) -> None:
         self.root, self.unit, self.module, self.scope = Path(root), unit, module, list(scope)
+        self.forbid = list(forbid)  # the scope's forbidden paths: an edit there is a constraint break
         self.env = env  # the unit's environment: its secret values are redacted from what is kept
         self.prompt = prompt  # the unit's checkpoint prompt (agentd's, not an ask)
         self.clock = clock
@@ -138,12 +146,32 @@ class UnitKeeper:
                          uncommitted=[c.describe() for c in wip.changes] + ([f"... {wip.more} more"] if wip and wip.more else [])
                          if wip else [], stat=wip.stat if wip else "", notes=notes)
         self._carry(record)
+        resumed = self._figures(session, found, notes)
         try:
             store.save(self.root, record)
         except OSError as exc:
             notes.append(f"could not write the record of where the agent stopped: {exc}")
-            return Kept(None, wip.commit if wip else None, tuple(notes))
-        return Kept(record, wip.commit if wip else None, tuple(notes))
+            return Kept(None, wip.commit if wip else None, tuple(notes), resumed)
+        return Kept(record, wip.commit if wip else None, tuple(notes), resumed)
+
+    def _figures(self, session: str | None, trail: Trail | None, notes: list[str]) -> dict[str, Any] | None:
+        """How this session came back, against the one before it (issue 16; best effort)."""
+        from ..report.gather import after_session
+
+        try:
+            generic = trail is not None and bool(trail.actions) and all(a.tool == "screen" for a in trail.actions)
+            figures = after_session(self.root, self.unit, session, trail, scope=self.scope, forbid=self.forbid,
+                                    generic=generic, module=self.module)
+        except Exception as exc:  # noqa: BLE001 - the report never stops a keep
+            notes.append(f"no report figures: {type(exc).__name__}: {exc}")
+            return None
+        return figures.as_dict() if figures is not None else None
+
+    def recall(self, delivered: str | None) -> dict[str, Any]:
+        """Probe recall of the session just started from ``delivered`` (issue 16; blocking)."""
+        from ..report.gather import recall
+
+        return recall(self.root, self.unit, self.module, delivered).as_dict()
 
     def _carry(self, record: Stopped) -> None:
         """The ask and the plan of an earlier session, when this one had none of its own (e.g. it

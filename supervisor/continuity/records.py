@@ -33,6 +33,7 @@ class CycleRecord:
     notes: list[str] = field(default_factory=list)
     wip: str | None = None  # the WIP commit that saved the old session's uncommitted work
     stopped: dict[str, Any] | None = None  # where the old session stopped (Stopped.summary())
+    recall: dict[str, Any] | None = None  # probe recall of the new session (supervisor/report/probes.py)
 
     def step(self, name: str, started: float, now: float) -> None:
         """Record that step ``name`` took from ``started`` to ``now`` (monotonic seconds)."""
@@ -94,6 +95,7 @@ class SessionRecord:
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     started_ns: int = field(default_factory=time.time_ns)  # orders sessions started within one second
     wakeup: str | None = None  # where the wakeup went: argv, system-prompt, first-message, file, none
+    recall: dict[str, Any] | None = None  # probe recall of its wakeup, for a start outside a cycle (crash, schedule)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

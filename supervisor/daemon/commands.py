@@ -151,7 +151,7 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
 def cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
     if not cycle:
         return None
-    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session")
+    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "new_session", "recall")
     return {k: cycle.get(k) for k in keys}
 
 

@@ -1,0 +1,147 @@
+"""The report's reads of the project: blob hashes, the probes of a respawn, and the per-unit baseline.
+
+Blocking (files, git objects are not needed: blob ids are computed from the
+bytes); the keeper calls these in its thread.
+
+Where the baseline is kept: ``.agent/local/report/<unit>.json``, atomically,
+beside the record of where the agent stopped (per host, git-ignored): the cold
+session's figures and what the last two sessions left (:class:`~.figures.Baseline`),
+so a session kept twice (a scope revert, then its checkpoint) is still
+compared with the session before it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..durable import write_json
+from ..memory.gitfiles import blob_hash
+from ..memory.store import AgentPaths
+from ..trail.model import Trail
+from . import figures as fig
+from . import probes as pr
+
+REPORT_DIR = "report"
+
+
+#: Files larger than this are not read to be hashed: their size and modification time stand for them.
+HASH_LIMIT = 32 * 1024 * 1024
+
+
+def blob_of(root: Path, path: str) -> str | None:
+    """The git blob id of ``path`` (relative to ``root``, or absolute) now; None when it is not a file."""
+    full = Path(path) if path.startswith("/") else Path(root) / path
+    try:
+        if not full.is_file():
+            return None
+        info = full.stat()
+        if info.st_size > HASH_LIMIT:
+            return f"large:{info.st_size}:{info.st_mtime_ns}"
+        return blob_hash(full.read_bytes())
+    except OSError:
+        return None
+
+
+def store_path(root: Path, unit: str) -> Path:
+    return AgentPaths(Path(root)).local / REPORT_DIR / f"{unit}.json"
+
+
+def load_state(root: Path, unit: str) -> dict[str, Any]:
+    try:
+        data = json.loads(store_path(root, unit).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def after_session(root: Path, unit: str, session: str | None, trail: Trail | None, *, scope: Sequence[str] = (),
+                  forbid: Sequence[str] = (), generic: bool = False, module: str | None = None) -> fig.Figures | None:
+    """At a session's end: its figures against the session before it (None without a trail), and
+    the baseline for the next one saved."""
+    state = load_state(root, unit)
+    last = fig.Baseline.from_dict(state["last"]) if isinstance(state.get("last"), dict) else None
+    prev = fig.Baseline.from_dict(state["prev"]) if isinstance(state.get("prev"), dict) else None
+    if last is not None and last.session == session:  # kept again (a revert, then the checkpoint)
+        last = prev
+    cold = state.get("cold") if isinstance(state.get("cold"), dict) else None
+    result = None
+    if trail is not None:
+        now = {p: blob_of(root, p) for p in fig.files_to_hash(trail, last)}
+        cold_edit = cold.get("actions_to_edit") if cold else None
+        result = fig.resumed(trail, session, last, now, scope=scope, forbid=forbid, cold=cold_edit, generic=generic,
+                             settled=settled_decisions(root, module) if last is not None else ())
+        if cold is None or cold.get("session") == session:
+            if last is None:
+                state["cold"] = {"session": session, "actions_to_edit": result.actions_to_edit}
+                result.cold_actions_to_edit = result.actions_to_edit
+    here = fig.baseline(trail, session, lambda p: blob_of(root, p), lambda p: blob_of(root, p) is not None)
+    state["prev"] = last.as_dict() if last is not None else None
+    state["last"] = here.as_dict()
+    write_json(store_path(root, unit), state, mode=0o600)
+    return result
+
+
+#: How many of the newest decision snapshots are checked for undone files.
+SETTLED_SNAPSHOTS = 20
+
+
+def settled_decisions(root: Path, module: str | None) -> list[fig.Settled]:
+    """The newest decisions of ``module`` (and the global log) with the files each changed, from their
+    snapshots (the blobs of the snapshot before and of the decision's own)."""
+    from ..memory import snapshots
+    from ..memory.gitfiles import matches
+
+    paths = AgentPaths(Path(root))
+    wanted = {None, "global", module}
+    out: list[fig.Settled] = []
+    for ident in reversed(snapshots.list_ids(paths)[-SETTLED_SNAPSHOTS * 10:]):
+        if len(out) >= SETTLED_SNAPSHOTS:
+            break
+        data = snapshots.load(paths, ident)
+        if not data or data.get("module") not in wanted or not data.get("named_files") or not data.get("previous"):
+            continue
+        before = (snapshots.load(paths, data["previous"]) or {}).get("files") or {}
+        after = data.get("files") or {}
+        named = [str(n) for n in data["named_files"]]
+        files = {p: (before.get(p), after.get(p)) for p in set(before) | set(after)
+                 if matches(p, named) and before.get(p) != after.get(p)}
+        if files:
+            out.append(fig.Settled(str(data.get("decision") or "?"), files))
+    return out
+
+
+def project_probes(root: Path, module: str, stopped: Any) -> list[pr.Probe]:
+    """The probes of a respawn of a unit of ``module`` (``stopped``: where the old session stopped)."""
+    from ..continuity.wakeup import _constraints_section
+    from ..memory import decisions
+    from ..memory.task import read_task
+
+    paths = AgentPaths(Path(root))
+    mod = None if module in (None, "", "global") else module
+    own = read_task(paths, mod) if mod is not None and paths.task(mod).exists() else None
+    task = own if own is not None and not own.empty else read_task(paths, None)
+    first = next((ln for ln in task.body.splitlines() if ln.strip()), None) if not task.empty else None
+    latest_mod = decisions.latest(paths, mod, 1)[0] if mod is not None else []
+    latest_glob = decisions.latest(paths, None, 1)[0]
+    trail = getattr(stopped, "trail", None)
+    in_flight = list(trail.files_changed()) if trail is not None else []
+    in_flight += [u.split(" ", 1)[-1].split(" -> ")[-1] for u in getattr(stopped, "uncommitted", None) or []
+                  if not u.startswith("... ")]
+    commands = trail.commands() if trail is not None else []
+    wip = (getattr(stopped, "wip", None) or {}).get("commit")
+    return pr.build(task=first, module=mod, module_decision=latest_mod[-1].decision.decision if latest_mod else None,
+                    global_decision=latest_glob[-1].decision.decision if latest_glob else None, in_flight=in_flight,
+                    last_command=commands[-1].command if commands else None,
+                    last_exit=commands[-1].exit_code if commands else None, wip=wip,
+                    constraints=_constraints_section(paths, []).items)
+
+
+def recall(root: Path, unit: str, module: str, delivered: str | None) -> pr.Recall:
+    """Probe recall of the session just started from ``delivered`` (blocking)."""
+    from ..continuity import stopped as stopped_store
+
+    stopped = stopped_store.load(Path(root), unit)
+    return pr.check(project_probes(root, module, stopped), delivered)
