@@ -5,6 +5,8 @@ the same unit with the whole briefing recalls everything."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 
 import pytest
@@ -43,3 +45,22 @@ def test_recall_is_one_for_the_briefing_and_names_the_decision_a_wakeup_left_out
     assert "! recall 0.6667, missing: decision (global)" in status
     report = project.agentd("report").stdout
     assert "0.6667 ! missing: decision (global)" in report and "(1 below 1)" in report
+
+
+def test_a_session_started_after_a_crash_records_its_recall(project: Project) -> None:
+    """A start outside the cycle (here a crash restart) checks its wakeup too: the session record carries it."""
+    project.init_memory()
+    project.agentd("decide", DECISION, "--why", "because clients pin it, so changes go behind a flag", "--global")
+    project.fake_unit("coder", cycle=True, restart="initial_delay = 0.2")
+    project.agentd("start")
+    first = wait_until(lambda: len(project.inputs("coder")) == 1 and project.unit_status("coder"), 60,
+                       what="the first wakeup")
+    os.kill(first["pid"], signal.SIGKILL)
+    wait_until(lambda: len(project.inputs("coder")) == 2, 60, what="the wakeup after the crash")
+    sessions = [json.loads(line) for line in
+                (project.state / "history" / "coder.sessions.jsonl").read_text().splitlines() if line.strip()]
+    assert sessions[0].get("recall") is None  # a first start resumes nothing
+    crash = sessions[-1]
+    assert crash["why"] == "crash", crash
+    assert crash["recall"]["recall"] == 1.0 and crash["recall"]["missing"] == [], crash["recall"]
+    assert "decision (global)" in crash["recall"]["checked"]

@@ -223,7 +223,7 @@ class Arbiter:
     def keeper(self, spec: UnitSpec, env: Mapping[str, str] | None = None) -> UnitKeeper:
         """What keeps a session's trail and uncommitted work (continuity/keeper.py)."""
         return UnitKeeper(self.root, spec.name, spec.module, spec.scope.paths, env=env or spec.agent.env,
-                          prompt=checkpoint_prompt(spec))
+                          prompt=checkpoint_prompt(spec), forbid=spec.scope.forbid)
 
     def record_session(self, record: SessionRecord) -> None:
         self.spawn(asyncio.to_thread(append_session, self.settings.state_path, record))

@@ -41,6 +41,7 @@ class Keeping(Protocol):
     """The unit whose work is kept (:class:`~supervisor.daemon.unit.UnitSupervisor`)."""
 
     name: str
+    spec: Any  # its UnitSpec
     rt: Any  # supervisor.daemon.runtime.Runtime
     driver: Any  # the running session's Driver, or None
 
@@ -76,7 +77,7 @@ class WorkKeeping:
         kept = await keep(unit.rt.keeper(unit.spec, driver.env), moment, driver.session_id, driver.trail)
         log.info("work_kept" if kept.stopped is not None or kept.wip else "work_not_kept", unit=unit.name,
                  session=driver.session_id, moment=moment.value, wip=kept.wip, notes=list(kept.notes))
-        if kept.wip:  # history names the commit; a keep that saved nothing is only logged
+        if kept.wip or kept.resumed:  # history names the commit or the report's figures; nothing else: only logged
             record = CycleRecord(unit=unit.name, trigger=moment.value, old_session=driver.session_id, flush="skipped",
                                  outcome=outcome, wip=kept.wip, stopped=kept.summary())
             record.notes.extend(kept.notes)

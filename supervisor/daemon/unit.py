@@ -238,10 +238,12 @@ class UnitSupervisor:
             log.info("wakeup_delivered", unit=self.name, session=driver.session_id, via=driver.launched.wakeup_via,
                      tokens=wake.tokens)
         reason, self._start_reason = self._start_reason, StartReason.START
+        recall = (await cycle.recall(self.rt.keeper(self.spec, driver.env), driver)  # a cycle records its own
+                  if previous and wake and reason is not StartReason.CYCLE else None)
         self.rt.record_session(SessionRecord(
             self.name, driver.session_id, reason, why, previous=previous,
             previous_exit=previous_exit.describe() if reason is StartReason.CRASH and previous_exit else None,
-            wakeup=driver.launched.wakeup_via if wake is not None else "none"))
+            wakeup=driver.launched.wakeup_via if wake is not None else "none", recall=recall))
         self.bump()
         await self.rt.persist()  # before anything else: a daemon killed now must find this agent
         return None
