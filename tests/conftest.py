@@ -262,14 +262,15 @@ class Project:
         return path
 
     def fake_unit(self, name: str, *flags: str, cycle: bool = False, stop_timeout: float = 3,
-                  **sections: str) -> Path:
+                  writable: tuple[str, ...] = (), **sections: str) -> Path:
         """A unit running the fake agent, which logs every message it gets to :meth:`inputs_path`.
 
         ``sections`` add lines to a section: ``unit``, ``agent``, ``restart``,
         ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``, ``resources``.  The
         agent's idle prompt is ``fake> ``.  Without ``cycle`` the continuity
         cycle is off (no wakeup typed at start, no checkpoints), so
-        supervision tests see only supervision.
+        supervision tests see only supervision.  ``writable``: more paths the
+        fenced agent may write (its input log always is).
         """
         unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule", "resources"}
         assert not unknown, f"fake_unit: unknown sections {sorted(unknown)}"
@@ -279,7 +280,7 @@ class Project:
             "agent": f'command = {argv}\nprompt = "fake> $"',
             "restart": f"stop_timeout = {stop_timeout}",
             # the test's record of what the agent received: writable for an agent fenced to its scope
-            "scope": f'writable = ["{self.inputs_path(name).name}"]',
+            "scope": f"writable = {json.dumps([str(self.inputs_path(name)), *writable])}",
             "context": "",
             "checkpoint": "grace = 2" if cycle else "enabled = false",
             "wakeup": "" if cycle else "on_start = false",
@@ -288,6 +289,8 @@ class Project:
         }
         for key, lines in sections.items():
             body[key] = "\n".join(filter(None, [body[key], textwrap.dedent(lines).strip()]))
+        # the fence lets a fenced agent write an existing file outside its scope, never create one there
+        self.inputs_path(name).touch()
         text = "".join(f"[{key}]\n{lines}\n" for key, lines in body.items() if lines)
         return self.unit(name, text)
 

@@ -344,7 +344,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, Project, Path]]:
     bare = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
     seed = Project(tmp_path / "seed")
-    seed.fake_unit("web", cycle=True)  # FAKE_TOKEN, the Secret's, is not in the unit file: --secret-env names it
+    # FAKE_TOKEN, the Secret's, is not in the unit file: --secret-env names it.  The remote is a local
+    # directory here: the fenced agent's own `agentd decide` pushes to it.
+    seed.fake_unit("web", cycle=True, writable=(str(bare),))
     seed.init_memory()
     git(seed.root, "init", "-q", "-b", "main")
     git(seed.root, "add", "units", ".agent", ".gitignore")

@@ -12,7 +12,7 @@ import pytest
 from supervisor.trail.claude import parse_transcript, read_transcript
 from supervisor.trail.codex import parse_rollout, read_rollout
 from supervisor.trail.common import norm_path, output_tail, patch_files, reads_of_command
-from supervisor.trail.generic import screen_trail
+from supervisor.trail.generic import after_echo, screen_trail
 from supervisor.trail.model import Action, Kind, PlanStep, StepStatus, Trail
 from tests import trail_scenario as ts
 
@@ -158,3 +158,12 @@ def test_a_trail_round_trips_through_json_and_maps_every_agent_text() -> None:
     masked = trail.mapped(lambda t: t.replace("TOKEN", "***"))
     assert "TOKEN" not in json.dumps(masked.as_dict()) and "TOKEN" in json.dumps(trail.as_dict())
     assert trail.last_ask(lambda t: t.startswith("ask")) is None and trail.last_ask() == "ask TOKEN"
+
+
+def test_generic_screen_skips_the_commands_quoted_in_the_echoed_wakeup() -> None:
+    wakeup = "# Wakeup\n\n## Recent summary\n$ cat old.txt\n[exit 0]\n\nGo on with the task.\n"
+    screen = "fake> " + wakeup.replace("\n", "\r\n") + "fake> run true\n$ true\n[exit 0]\nfake> "
+    trail = screen_trail(after_echo(screen, wakeup), prompt=re.compile("fake> $"))
+    assert [a.command for a in trail.actions] == ["true"]
+    assert [a.command for a in screen_trail(screen, prompt=re.compile("fake> $")).actions] == ["cat old.txt", "true"]
+    assert after_echo(screen, None) == screen and after_echo(screen, "never typed") == screen

@@ -49,6 +49,7 @@ def test_a_generic_agent_killed_mid_task_wakes_up_where_it_stopped(project: Proj
     (root / "src" / "parser.py").write_text("def parse(text):\n    return text.split()\n")
     (root / "src" / "old.py").write_text("old = 1\n")
     inputs = tmp_path / "inputs.jsonl"
+    inputs.touch()  # the test's record, outside the project: writable for the fenced agent (it exists)
     argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(inputs)])
     project.unit("coder", f"""
 [agent]
@@ -56,6 +57,7 @@ command = {argv}
 prompt = "fake> $"
 [scope]
 paths = ["src/**"]
+writable = [{json.dumps(str(inputs))}]
 [restart]
 stop_timeout = 3
 initial_delay = 0.5

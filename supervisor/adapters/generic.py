@@ -173,8 +173,15 @@ class GenericAdapter(Adapter):
         """What the screen showed: the last lines and the commands seen (:func:`~supervisor.trail.generic.screen_trail`)."""
         from ..trail.generic import screen_trail
 
+        from ..trail.generic import after_echo
+
         prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None
-        return screen_trail(session.transcript.tail(TRAIL_BYTES), prompt=prompt)
+        wakeup = self.settings.state_path / "sessions" / self.spec.name / session.session_id / WAKEUP_FILE
+        try:
+            typed = wakeup.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            typed = None  # no wakeup this session
+        return screen_trail(after_echo(session.transcript.tail(TRAIL_BYTES), typed), prompt=prompt)
 
     def context(self, session: Session) -> ContextFigure:
         return ContextFigure(

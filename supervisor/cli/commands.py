@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
-from .render import render_history, render_status
+from .render import render_status
 
 #: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -334,7 +334,9 @@ def checkpoint(app: AppContext, unit: str) -> None:
     """Run a checkpoint cycle on UNIT now: prompt, verify the flush, fresh session with the wakeup."""
     record = client_call(app.settings, "checkpoint", timeout=None, unit=unit)
     assert isinstance(record, dict)
-    click.echo(render_history([record]))
+    from .timeline import render_timeline
+
+    click.echo(render_timeline([record]))
 
 
 @click.command(epilog="""\b

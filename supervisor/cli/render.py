@@ -147,29 +147,6 @@ def render_status(result: dict, colour: bool = False, limit: int | None = None) 
 
 
 
-def render_history(records: list[dict], limit: int | None = None) -> str:
-    from .style import fit
-
-    rows = []
-    for rec in records:
-        steps = " ".join(f"{k}={v:.1f}s" for k, v in (rec.get("steps") or {}).items())
-        ratio = rec.get("ratio")
-        rows.append([
-            rec.get("started", "-"),
-            rec.get("trigger"),
-            f"{rec['tokens_before']}/{rec['window']}" if rec.get("tokens_before") is not None else "-",
-            rec.get("wakeup_tokens") if rec.get("wakeup_tokens") is not None else "-",
-            f"{ratio * 100:.1f}%" if ratio is not None else "-",
-            rec.get("flush"),
-            visible(str(rec.get("outcome")) + recall_flag(rec.get("recall"))),
-            f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
-            (rec.get("wip") or "-")[:12],
-            steps,
-        ])
-    return fit(["STARTED", "TRIGGER", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "WIP", "STEPS"],
-               rows, limit, drop=("STEPS", "WIP", "SESSIONS"))
-
-
 def render_violations(records: list[dict]) -> str:
     """``agentd violations``: one line per violation, paths and rules with their escapes made visible."""
     from tabulate import tabulate

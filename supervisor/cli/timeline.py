@@ -57,7 +57,7 @@ def _session_row(rec: dict[str, Any]) -> list[Any]:
         outcome += f" (previous {rec['previous_exit']})"
     outcome += recall_flag(rec.get("recall"))
     return [rec.get("started", "-"), f"session: {rec.get('why')}", "-", rec.get("wakeup") or "-", "-", "-", outcome,
-            f"{rec.get('previous') or '-'} -> {rec.get('session') or '-'}", ""]
+            f"{rec.get('previous') or '-'} -> {rec.get('session') or '-'}", "-", ""]
 
 
 def _cycle_row(rec: dict[str, Any]) -> list[Any]:
@@ -72,6 +72,7 @@ def _cycle_row(rec: dict[str, Any]) -> list[Any]:
         rec.get("flush"),
         str(rec.get("outcome")) + recall_flag(rec.get("recall")),
         f"{rec.get('old_session') or '-'} -> {rec.get('new_session') or '-'}",
+        (rec.get("wip") or "-")[:12],
         steps,
     ]
 
@@ -83,12 +84,13 @@ def recall_flag(recall: Any) -> str:
     return f" ! recall {recall['recall']:g}, missing: {', '.join(recall.get('missing') or [])}"
 
 
-def render_timeline(items: list[dict[str, Any]]) -> str:
-    from tabulate import tabulate
+def render_timeline(items: list[dict[str, Any]], limit: int | None = None) -> str:
+    """The table of session starts and cycles (a cycle record without ``kind`` is a cycle), fitted to ``limit``."""
+    from .style import fit
 
     rows = [_session_row(i) if i.get("kind") == SESSION else _cycle_row(i) for i in items]
-    return tabulate(rows, headers=["STARTED", "EVENT", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME",
-                                   "SESSIONS", "STEPS"])
+    return fit(["STARTED", "EVENT", "TOKENS BEFORE", "WAKEUP", "RATIO", "FLUSH", "OUTCOME", "SESSIONS", "WIP", "STEPS"],
+               rows, limit, drop=("STEPS", "WIP", "SESSIONS", "TOKENS BEFORE"))
 
 
 @click.command(epilog="""\b
@@ -132,4 +134,6 @@ def history(app: AppContext, unit: str, count: int, as_json: bool, sessions: boo
     if not items:
         click.echo(f"nothing recorded for {unit} yet")
         return
-    click.echo(render_timeline(items))
+    from .style import width
+
+    click.echo(render_timeline(items, limit=width()))

@@ -54,6 +54,20 @@ def screen_trail(text: str, *, prompt: re.Pattern[str] | None = None, lines: int
     return trail
 
 
+def after_echo(text: str, typed: str | None) -> str:
+    """``text`` after the terminal's echo of ``typed`` (the wakeup), or all of it when the echo is not found.
+
+    A wakeup typed into a REPL is echoed onto the screen; the commands it quotes
+    (``$ cat ...`` in a recent summary) are not ones this session ran.  The echo
+    is found by the start of the wakeup's last non-blank line.
+    """
+    last = next((ln.strip() for ln in reversed((typed or "").splitlines()) if ln.strip()), "")
+    if not last:
+        return text
+    at = text.rfind(last[:60])
+    return text if at < 0 else text[text.find("\n", at) + 1 if "\n" in text[at:] else len(text):]
+
+
 def _is_prompt(row: str, prompt: re.Pattern[str] | None) -> bool:
     """A line that is only the idle prompt (its trailing blank was stripped with the line)."""
     return prompt is not None and (prompt.search(row) is not None or prompt.search(row + " ") is not None)
