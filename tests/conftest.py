@@ -266,13 +266,13 @@ class Project:
         """A unit running the fake agent, which logs every message it gets to :meth:`inputs_path`.
 
         ``sections`` add lines to a section: ``unit``, ``agent``, ``restart``,
-        ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``, ``resources``.  The
+        ``scope``, ``context``, ``checkpoint``, ``wakeup``, ``schedule``, ``resources``, ``freeze``.  The
         agent's idle prompt is ``fake> ``.  Without ``cycle`` the continuity
         cycle is off (no wakeup typed at start, no checkpoints), so
         supervision tests see only supervision.  ``writable``: more paths the
         fenced agent may write (its input log always is).
         """
-        unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule", "resources"}
+        unknown = set(sections) - {"unit", "agent", "restart", "scope", "context", "checkpoint", "wakeup", "schedule", "resources", "freeze"}
         assert not unknown, f"fake_unit: unknown sections {sorted(unknown)}"
         argv = json.dumps(["python", "-m", "supervisor.fakeagent", "--input-log", str(self.inputs_path(name)), *flags])
         body = {
@@ -286,6 +286,7 @@ class Project:
             "wakeup": "" if cycle else "on_start = false",
             "schedule": "",
             "resources": "",
+            "freeze": "",
         }
         for key, lines in sections.items():
             body[key] = "\n".join(filter(None, [body[key], textwrap.dedent(lines).strip()]))

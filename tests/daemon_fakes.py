@@ -47,6 +47,15 @@ class FakeWatcher:
         pass
 
 
+class FakeConfined:
+    """A session neither contained nor fenced (``adapters.confine.Confined`` as status sees it)."""
+
+    fence = None
+
+    def status(self) -> dict[str, Any]:
+        return {"scope": None}
+
+
 class FakeDriver:
     """A running agent scripted by the test.
 
@@ -73,6 +82,7 @@ class FakeDriver:
         self.figure: ContextFigure | None = ContextFigure(100, 1000, True, "fake")
         self.person = False
         self.failure_text: str | None = None
+        self.confined = FakeConfined()
         self.started = clock()
         self.last_output = clock()
         self.meanings: list[Meaning] = []
@@ -114,6 +124,7 @@ class FakeDriver:
     argv = ["fake"]
     env: dict[str, str] = {}
     transcript_bytes = 0
+    transcript_problem = None
     transcript_path = "/nonexistent/fake.txt"
 
     def context(self) -> ContextFigure | None:

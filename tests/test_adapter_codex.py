@@ -88,11 +88,13 @@ def test_bypass_is_explicit_and_warns_without_the_fence_and_the_fence_implies_it
 
 def test_the_fence_is_the_sandbox_for_codex(tmp_path: Path) -> None:
     adapter = make(tmp_path)
-    scope = adapter.spec.scope
-    fenced = SimpleNamespace(**{k: getattr(scope, k) for k in type(scope).model_fields}, fence="on")
+    # by default ("auto") Codex keeps its own sandbox, and agentd's fence stands aside for it
+    assert adapter.sandbox().mode == "workspace-write" and adapter.own_sandbox() == "codex workspace-write"
+    fenced = adapter.spec.scope.model_copy(update={"fence": "on"})
     adapter.spec = adapter.spec.model_copy(update={"scope": fenced})
     box = adapter.sandbox()
     assert box.bypassed and box.fenced and box.warning is None  # bubblewrap cannot run inside Landlock
+    assert adapter.own_sandbox() is None  # so agentd's fence is the sandbox
 
 
 def test_the_wakeup_is_developer_instructions_with_a_short_kickoff(tmp_path: Path) -> None:

@@ -226,9 +226,7 @@ def test_an_approval_nobody_gives_in_a_real_session_is_named_and_restarted(proje
     from tests.conftest import wait_until
 
     project.agentd("init")
-    project.fake_unit("ask", cycle=True, extra="[freeze]\nafter = 2\n")
-    text = (project.root / "units" / "ask.toml").read_text().replace('[agent]\n', '[agent]\nprompt = "fake> $"\n', 1)
-    (project.root / "units" / "ask.toml").write_text(text)
+    project.fake_unit("ask", cycle=True, freeze="after = 2")
     project.agentd("start")
     first = wait_until(lambda: (r := project.unit_status("ask")) and r["state"] == "running" and r["turn"] == "idle" and r,
                        60, what="the fake agent, idle after its wakeup")

@@ -113,6 +113,11 @@ class Driver:
         return self.session.transcript.raw_bytes
 
     @property
+    def transcript_problem(self) -> str | None:
+        """Why the transcript is not being written (a full disk, say), or None."""
+        return self.session.transcript.problem
+
+    @property
     def transcript_path(self) -> str:
         """The clean transcript (``.txt``)."""
         return str(self.session.transcript.text_path)

@@ -175,7 +175,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "memory_bytes": unit.stats[1] if driver else None,
         **(driver.confined.status() if driver else {"scope": None}),
         "transcript_bytes": driver.transcript_bytes if driver else None,
-        "transcript_problem": driver.session.transcript.problem if driver else None,
+        "transcript_problem": driver.transcript_problem if driver else None,
         "enabled": unit.spec.unit.enabled,
         "module": unit.spec.module,
         "kind": unit.spec.agent.kind,
