@@ -61,8 +61,12 @@ def test_daemon_killed_at_random_points_of_a_checkpoint(project: Project) -> Non
         cycles = history(project, "orphan")
         if rnd == 0:
             assert len(cycles) == before + 1, cycles
-            assert "interrupted: daemon restart" in cycles[-1]["trigger"] and cycles[-1]["flush"] == "auto"
-            assert "[auto]" in (project.root / ".agent" / "engram.md").read_text()
+            assert "interrupted: daemon restart" in cycles[-1]["trigger"], cycles[-1]
+            # the slow agent may still write its notes while the new daemon starts (it is ended then): verified;
+            # else the new daemon wrote the [auto] checkpoint
+            assert cycles[-1]["flush"] in ("auto", "verified"), cycles[-1]
+            if cycles[-1]["flush"] == "auto":
+                assert "[auto]" in (project.root / ".agent" / "engram.md").read_text()
         wait_until(lambda: project.unit_status("orphan")["wakeup"] != "pending", 90, what="the wakeup")
         sessions = sessions_started(inputs)
     final_checks(project, ["orphan"])
