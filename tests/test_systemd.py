@@ -11,6 +11,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,15 +30,19 @@ VENV_AGENTD = Path(sys.executable).parent / "agentd"
 
 
 @pytest.fixture
-def verify_env(tmp_path: Path) -> dict[str, str]:
+def verify_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     """systemd-analyze's environment: docs/agentd.1 installed in a MANPATH (Documentation=man:agentd(1))."""
     assert shutil.which("systemd-analyze"), "systemd-analyze is missing: apt-get install systemd (.ci/run does)"
     man1 = tmp_path / "man" / "man1"
     man1.mkdir(parents=True)
     shutil.copy(REPO / "docs" / "agentd.1", man1 / "agentd.1")
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
-    return clean_env(MANPATH=str(tmp_path / "man"), XDG_RUNTIME_DIR=str(runtime), SYSTEMD_LOG_COLOR="0")
+    # a short runtime directory: socket paths below it (gpg-agent's, in the user units systemd reads) must
+    # stay under 108 bytes, which a deep pytest temp path (a worker's) does not
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-"))
+    try:
+        yield clean_env(MANPATH=str(tmp_path / "man"), XDG_RUNTIME_DIR=str(runtime), SYSTEMD_LOG_COLOR="0")
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def verify(env: dict[str, str], *files: Path, user: bool = False) -> subprocess.CompletedProcess[str]:
@@ -179,7 +185,8 @@ def test_export_of_a_missing_or_broken_unit_is_an_error(project: Project) -> Non
 def test_run_unit_is_a_foreground_daemon_with_its_own_state(project: Project, tmp_path: Path) -> None:
     project.fake_unit("web")
     assert project.agentd("run-unit", "web", check=False).returncode == 2  # --foreground is required
-    notify_path = tmp_path / "notify.sock"
+    short = Path(tempfile.mkdtemp(prefix="notify-"))  # a socket path must stay under 108 bytes
+    notify_path = short / "notify.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(notify_path))
     listener.settimeout(60)
@@ -204,6 +211,7 @@ def test_run_unit_is_a_foreground_daemon_with_its_own_state(project: Project, tm
             proc.kill()
             proc.wait(10)
         listener.close()
+        shutil.rmtree(short, ignore_errors=True)
 
 
 # -- the LSB script finds agentd ---------------------------------------------------------------------

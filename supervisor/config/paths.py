@@ -138,7 +138,9 @@ class StatePaths:
 
     @property
     def socket_path(self) -> Path:
-        return self.state_path / "agentd.sock"
+        """``<state>/agentd.sock``, or :func:`short_socket_path` where that is too long for a Unix socket."""
+        path = self.state_path / "agentd.sock"
+        return path if len(os.fsencode(path)) <= UNIX_PATH_MAX else short_socket_path(self.state_path)
 
     @property
     def log_path(self) -> Path:
@@ -151,6 +153,20 @@ class StatePaths:
     def run_unit_state(self, unit: str) -> Path:
         """The state directory of the daemon ``agentd run-unit UNIT`` starts (its own pidfile, socket, log)."""
         return self.state_path / "run-unit" / unit
+
+
+#: The longest path a Unix socket can have (``sun_path`` holds 108 bytes with the NUL).
+UNIX_PATH_MAX = 107
+
+
+def short_socket_path(state: Path) -> Path:
+    """The control socket of a state directory too deep for ``<state>/agentd.sock``: in an owner-only
+    ``/tmp/agentd-UID/``, named by a hash of the state directory (the daemon and every client agree).
+    The daemon refuses that directory unless it is a real directory of its own (:mod:`supervisor.control.listener`)."""
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(state.resolve())).hexdigest()[:20]
+    return Path(f"/tmp/agentd-{os.getuid()}") / f"{digest}.sock"
 
 
 class PlainPaths(StatePaths):

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import os
 import socket
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,7 +65,11 @@ class Listener:
         self.failures = 0  # accepts that failed for lack of a resource (for tests and status)
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.lstat(self.path.parent)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise OSError(errno.EPERM, f"{self.path.parent} is not a directory of this user's: the control socket "
+                                       "will not be made there; remove it, or use a shorter project path")
         os.chmod(self.path.parent, 0o700)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
