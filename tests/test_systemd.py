@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.config.paths import PlainPaths
 from supervisor.config.stopbudget import stop_budget
 from supervisor.config.units import parse_unit
 from tests.conftest import AGENTD, Project, clean_env
@@ -198,7 +199,7 @@ def test_run_unit_is_a_foreground_daemon_with_its_own_state(project: Project, tm
         messages: list[str] = []
         while not any("READY=1" in m for m in messages):
             messages.append(listener.recv(4096).decode())
-        assert (own / "agentd.pid").is_file() and (own / "agentd.sock").exists()
+        assert (own / "agentd.pid").is_file() and PlainPaths(project.root, own).socket_path.exists()
         assert not (project.root / ".agentd" / "agentd.pid").exists()
         env = clean_env(AGENTD_STATE_DIR=str(own))
         status = project.agentd("status", "--json", check=False, env=env)
