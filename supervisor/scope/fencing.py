@@ -45,8 +45,10 @@ from pathlib import Path
 from ..session.fence import Availability, FenceSpec, agent_spec, git_dirs
 from .allowset import scope_allowset
 
-#: Environment variables naming an agent CLI's own state directory (writable when fenced).
-STATE_DIR_ENV = ("CODEX_HOME", "CLAUDE_CONFIG_DIR")
+#: Environment variables naming an agent CLI's own state directory (writable when fenced), and the
+#: directory where Claude Code's status line leaves its JSON for agentd (only that file is there: the
+#: session's settings, hooks and permissions stay out of the agent's reach).
+STATE_DIR_ENV = ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "AGENTD_STATUS_DIR")
 
 
 class FenceSetting(enum.Enum):

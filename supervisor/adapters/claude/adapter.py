@@ -125,7 +125,10 @@ class ClaudeAdapter(Adapter):
             extra["CLAUDE_CONFIG_DIR"] = str(config_dir)
         extra.update(perm_env)
         settings_path = state / SETTINGS_FILE
-        status_path = state / STATUS_FILE
+        status_dir = state / "statusline"  # the status line writes here, also from inside agentd's fence
+        status_dir.mkdir(exist_ok=True, mode=0o700)
+        extra["AGENTD_STATUS_DIR"] = str(status_dir)
+        status_path = status_dir / STATUS_FILE
         write_json(settings_path, hook_settings(self.spec.name, box.bypassed, perms, status_path), mode=0o600, indent=1)
         claude_id = str(uuid.uuid4())
         argv = [*agent.command, "--settings", str(settings_path), "--session-id", claude_id, *flags]
