@@ -49,7 +49,7 @@ from .views import AttachUnits, ScopeUnits
 from .leftovers import AgentsFile, end_contained, end_leftovers
 from .lifecycle import RestartTracker, UnitState
 from .table import UnitTable
-from .reload import plan_reload
+from .reload import apply_reload, plan_reload
 from .sdnotify import Notifier
 from .unit import ACTIVE, UnitSupervisor
 
@@ -334,38 +334,15 @@ class Arbiter:
     async def reload(self) -> dict[str, Any]:
         specs = await self._load_specs()
         plan = plan_reload(self.units.specs, specs, self.load_errors)
-        await self.units.stop(plan.stop, "removed by reload")
-        for name in plan.stop:
-            self.units.remove(name)
-        active = {n for n, u in self.units.items() if u.state in ACTIVE or u.state is UnitState.BACKOFF}
-        changed = [n for n in plan.restart if n in self.units]
-        await self.units.stop(changed, "changed by reload")  # their dependents stop first, and come back below
-        started, restarted = [], []
-        for name in plan.order:
-            spec = specs[name]
-            unit = self.units.get(name)
-            if unit is None:
-                unit = self._new_unit(spec)
-                self.units.add(unit)
-                if spec.unit.enabled:
-                    started.append(name)
-            elif name in plan.restart:
-                unit.reconfigure(spec, self._adapter(spec))
-                self._restarts_by(unit)
-                if spec.unit.enabled or name in active:
-                    restarted.append(name)
-            else:
-                unit.spec = spec  # unchanged but for its description
-                if name in active and unit.state not in ACTIVE:  # stopped because a requirement changed
-                    restarted.append(name)
-            self._schedule(unit)
-        await self.units.start([n for n in plan.order if n in started or n in restarted], "changed by reload")
+        report: dict[str, Any] = await apply_reload(self.units, plan, specs, make=self._new_unit,
+                                                    reconfigure=self._reconfigure, schedule=self._schedule)
         self._scope.start_if_needed()
-        report = {"started": started, "stopped": plan.stop, "restarted": restarted,
-                  "kept": [n for n in plan.order if n not in started and n not in restarted],
-                  "errors": [str(e) for e in self.load_errors]}
-        log.info("reloaded", **{k: v for k, v in report.items() if k != "errors"}, errors=len(self.load_errors))
-        return report
+        log.info("reloaded", **report, errors=len(self.load_errors))
+        return {**report, "errors": [str(e) for e in self.load_errors]}
+
+    def _reconfigure(self, unit: UnitSupervisor, spec: UnitSpec) -> None:
+        unit.reconfigure(spec, self._adapter(spec))
+        self._restarts_by(unit)
 
     async def broadcast(self, text: str, origin: str | None) -> dict[str, Any]:
         """Tell every other running unit, at its next turn end, about a global decision."""
