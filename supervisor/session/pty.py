@@ -42,6 +42,8 @@ from .transcript import Transcript
 READ_SIZE = 65536
 #: Most bytes read in one wakeup before they are processed and written (one batch; see _read_available).
 READ_CAP = 262144
+#: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
+SHORT_READ = 2048
 #: While an agent streams slowly, its PTY is read at most once per this many
 #: seconds (the first output after a quiet spell is read at once): dozens of
 #: agents printing small bursts then cost one wakeup per agent per interval
@@ -285,6 +287,8 @@ class Session:
                     break
                 chunks.append(data)
                 got += len(data)
+                if len(data) < SHORT_READ:
+                    break  # the PTY had no more: skip the read that would say EAGAIN (epoll wakes us again)
             if got:
                 self._deliver(chunks[0] if len(chunks) == 1 else b"".join(chunks))
                 total += got
