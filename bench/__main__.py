@@ -14,7 +14,7 @@ one ``generic`` unit per child, wakeup typing and checkpoints off, transcripts
 (redaction, clean text, context estimate) on.  supervisord captures each
 child's stdout through a pipe into its own log file.
 
-``--short`` (< 3 minutes): fewer and shorter runs, for a quick look.
+``--short`` (< 3 minutes on an idle machine): fewer and shorter runs, for a quick look.
 ``--full`` (default): the durations of the issue (20 s streams, 60 s idle),
 2 repetitions of the streams, 3 of the flood.
 """
@@ -24,19 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_seconds,
                               cpu_split, ensure_supervisord, kill_leftovers, order, STREAMERS, status_kb, wait_until)
@@ -251,9 +246,9 @@ def restart_supervisord(cycles: int) -> dict:
 
 def scenario_restart(cycles: int) -> dict:
     a = restart_agentd(cycles)
-    print(f"  [5] agentd checkpoint->wakeup median {statistics.median(a['latency_s']):.2f}s", flush=True)
+    print(f"  [5] agentd checkpoint->wakeup: {a['latency_s']} s (flushes {a['flush']})", flush=True)
     s = restart_supervisord(cycles)
-    print(f"  [5] supervisord restart->prompt median {statistics.median(s['latency_s']):.2f}s", flush=True)
+    print(f"  [5] supervisord restart->prompt: {s['latency_s']} s", flush=True)
     return {"agentd": a, "supervisord": s}
 
 
@@ -266,7 +261,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="run agentd from `git archive HEAD` (bench/.work/tree), not the working tree")
     p.add_argument("--only", help="comma-separated scenario numbers to run (for profiling; no report)")
     p.add_argument("--out", type=Path, default=HERE, help="directory for RESULTS.md and results.json")
+    p.add_argument("--report", action="store_true",
+                   help="only write RESULTS.md again from results.json (the figures of the last run, today's notes)")
     args = p.parse_args(argv)
+    if args.report:
+        data = json.loads((args.out / "results.json").read_text())
+        data["targets"], data["notes"] = targets(data), NOTES
+        (args.out / "results.json").write_text(json.dumps(data, indent=1))
+        write_report(data, args.out / "RESULTS.md")
+        print("\n".join(data["targets"]))
+        return 0
     short = args.short
     version = ensure_supervisord()
     source = "the working tree"
@@ -281,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         AGENTD_ENV["PYTHONPATH"] = str(tree)  # the daemon, the CLI and the fake agent import from it
         AGENTD_CMD[:] = [PY, "-m", "supervisor"]
         source = f"commit {commit} (`git archive HEAD`)"
-    params = ({"reps": 1, "stream_seconds": 5.0, "counts": [1, 10, 50], "flood_mb": 15, "flood_reps": 2,
+    params = ({"reps": 1, "stream_seconds": 5.0, "counts": [1, 50], "flood_mb": 15, "flood_reps": 1,
                "idle_children": 50, "idle_seconds": 8.0, "idle_reps": 1, "status_runs": 5, "restart_cycles": 2}
               if short else
               {"reps": 2, "stream_seconds": 20.0, "counts": [1, 10, 50], "flood_mb": 200, "flood_reps": 3,
@@ -311,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sc["6_wakeup"] = wakeup.run(short)
     data["elapsed_s"] = time.monotonic() - started
+    data["loadavg_at_end"] = os.getloadavg()
     print(f"done in {data['elapsed_s']:.0f} s", flush=True)
     if only is not None:
         print(json.dumps(sc, indent=1, default=str)[:20000])

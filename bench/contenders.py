@@ -7,20 +7,14 @@ says how many bytes it captured per child.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import re
-import resource
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
-import re
-import resource
-import shutil
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 # ---------------------------------------------------------------- report
 def stats(values: list[float]) -> dict:
@@ -61,6 +49,11 @@ def ratio(a: list[float], b: list[float]) -> str:
     return f"{statistics.median(a) / mb:.2f}×" if mb else "–"
 
 
+def _med_max(values: list[float]) -> str:
+    """``median | max`` cells, or ``– | –`` when no cycle was measured (the report says so, it does not crash)."""
+    return f"{fmt(statistics.median(values))} | {fmt(max(values))}" if values else "– (none measured) | –"
+
+
 def write_report(data: dict, path: Path) -> None:
     m = data["machine"]
     L = [
@@ -71,12 +64,15 @@ def write_report(data: dict, path: Path) -> None:
         "CPU is user+system of the supervisor's own process only (from /proc), peak RSS is its VmHWM.", "",
         "## Machine", "",
         f"- CPU: {m['cpu']}, {m['cores']} cores (shared with other work during the run: load average at start "
-        f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}), {m['mem_total_mb']} MB RAM, Linux {m['kernel']}",
+        f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}"
+        + (f"; at the end {', '.join(f'{x:.2f}' for x in data['loadavg_at_end'])}" if data.get("loadavg_at_end") else "")
+        + f"), {m['mem_total_mb']} MB RAM, Linux {m['kernel']}",
         f"- Python {m['python']}; agentd {m['agentd']} (pexpect {m['pexpect']}, psutil {m['psutil']}, pyte {m['pyte']}); "
         f"{data['supervisord_version_line']}",
-        "- children: `bench/child.py` (100-byte lines in bursts every 20 ms), identical under both; supervisord reads "
-        "them through pipes into one log file per program, agentd through PTYs into transcripts (raw `.log` with "
-        "redaction + clean `.txt` + context estimate), one `generic` unit per child, wakeup typing and checkpoints off.",
+        "- children: `bench/child.py` (100-byte lines in bursts every 20 ms), identical under every contender; "
+        "supervisord reads them through pipes into one log file per program, agentd through PTYs into transcripts (raw "
+        "`.log` with redaction + clean `.txt` + context estimate), one `generic` unit per child, wakeup typing and "
+        "checkpoints off; the floor (`bench/floor.py`, scenarios 1 and 2) through PTYs straight into one log per child.",
         "",
     ]
     s1 = data["scenarios"]["1_streams"]
@@ -128,13 +124,15 @@ def write_report(data: dict, path: Path) -> None:
     aw = [w for r in s4["agentd"] for w in r["wall_s"]]
     sw = [w for r in s4["supervisord"] for w in r["wall_s"]]
     L += ["", f"Ratio (wall, medians): {ratio(aw, sw)}. The wall time includes the daemon's side (agentd samples "
-          "CPU and RSS of all 50 process trees for every `status`).", ""]
+          "CPU and RSS of all 50 process trees for every `status`). `agentd status` is answered by "
+          "`supervisor/cli/fast.py` (standard library only: no click, tabulate, asyncio or pydantic); with "
+          "`--committed` agentd runs as `python -m supervisor` with the archive on PYTHONPATH.", ""]
     s5 = data["scenarios"]["5_restart"]
     a5, s5s = s5["agentd"], s5["supervisord"]
     L += ["## 5. Restart latency", "",
           "| | median s | max s | n |", "|---|---|---|---|",
-          f"| agentd: checkpoint verified → new session has received its wakeup | {fmt(statistics.median(a5['latency_s']))} | {fmt(max(a5['latency_s']))} | {len(a5['latency_s'])} |",
-          f"| supervisord: `supervisorctl restart` → new process shows its prompt (no checkpoint, no wakeup) | {fmt(statistics.median(s5s['latency_s']))} | {fmt(max(s5s['latency_s']))} | {len(s5s['latency_s'])} |",
+          f"| agentd: checkpoint verified → new session has received its wakeup | {_med_max(a5['latency_s'])} | {len(a5['latency_s'])} |",
+          f"| supervisord: `supervisorctl restart` → new process shows its prompt (no checkpoint, no wakeup) | {_med_max(s5s['latency_s'])} | {len(s5s['latency_s'])} |",
           ""]
     if a5.get("steps"):
         keys = sorted({k for st in a5["steps"] for k in st})
@@ -144,7 +142,7 @@ def write_report(data: dict, path: Path) -> None:
     L += ["agentd's figure covers: quitting the old fake agent (its quit command; Ctrl-D only if it is still there "
           "after `QUIT_PAUSE`), ending its tree, spawning the new one, waiting until its prompt has been on screen for the "
           "debounce (0.15 s), typing the wakeup and waiting for the agent's answer turn. Flushes: "
-          f"{', '.join(sorted(set(a5['flush'])))}. supervisord has no checkpoint or wakeup; its row is the nearest "
+          f"{', '.join(sorted(set(a5['flush']))) or 'none'}. supervisord has no checkpoint or wakeup; its row is the nearest "
           "equivalent (stop + start + first prompt).", ""]
     s6 = data["scenarios"]["6_wakeup"]
     L += ["## 6. Wakeup build time (1,000 snapshots)", "",
