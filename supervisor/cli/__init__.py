@@ -1,5 +1,31 @@
-"""The ``agentd`` command line (entry point: :func:`main`)."""
+"""The ``agentd`` command line (entry point: :func:`main`).
 
-from .app import cli, main
+``agentd status`` is answered by :mod:`.fast` (standard library only) when it
+can; every other command line imports click and the commands (:mod:`.app`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
 
 __all__ = ["cli", "main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    from .fast import answer
+
+    code = answer(sys.argv[1:] if argv is None else argv)
+    if code is not None:
+        sys.exit(code)
+    from .app import main as click_main
+
+    click_main(argv)
+
+
+def __getattr__(name: str) -> Any:  # ``from supervisor.cli import cli``: the click group, imported when asked for
+    if name == "cli":
+        from .app import cli
+
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

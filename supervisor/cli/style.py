@@ -5,6 +5,10 @@ empty (https://no-color.org), and ``TERM`` is not ``dumb``.  ``fit(...)``
 makes a table no wider than the terminal: it drops the least useful columns
 first, then cuts the last (free-text) column with an ellipsis.  Piped output
 is never cut: scripts get every column (or ``--json``).
+
+Standard library only (the fast ``agentd status`` of :mod:`.fast` renders
+through it): colours are written as click writes them, tables by
+:func:`.table.simple_table` where it covers the cells, else by tabulate.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-import click
+from .table import simple_table
 
 #: click colour per unit state (the dashboard's tones).
 STATE_COLOURS = {
@@ -28,6 +32,9 @@ LEVEL_COLOURS = {"debug": "bright_black", "info": "green", "warning": "yellow", 
 PREFIX_COLOURS = ("cyan", "yellow", "green", "magenta", "blue", "bright_cyan", "bright_yellow", "bright_green",
                   "bright_magenta", "bright_blue")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: The SGR foreground codes of click's colour names (what ``click.style(text, fg=...)`` writes).
+_FG = {name: 30 + i for i, name in enumerate(("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"))}
+_FG |= {f"bright_{name}": code + 60 for name, code in list(_FG.items())}
 
 
 def colour_on(stream: TextIO | None = None) -> bool:
@@ -41,7 +48,10 @@ def colour_on(stream: TextIO | None = None) -> bool:
 
 
 def paint(text: str, colour: str | None, on: bool, bold: bool = False) -> str:
-    return click.style(text, fg=colour, bold=bold) if on and colour else text
+    """``text`` in ``colour`` (a click colour name), exactly as ``click.style(text, fg=colour, bold=bold)``."""
+    if not (on and colour):
+        return text
+    return f"\x1b[{_FG[colour]}m\x1b[{1 if bold else 22}m{text}\x1b[0m"
 
 
 def state(text: str, on: bool, name: str | None = None) -> str:
@@ -65,12 +75,20 @@ def visible_len(text: str) -> int:
     return len(_ANSI.sub("", text))
 
 
+def tabulate(rows: list[list[Any]], headers: list[str], **tabulate_args: Any) -> str:
+    """``tabulate.tabulate``, without importing it when :func:`.table.simple_table` covers the table."""
+    text = None if tabulate_args else simple_table(rows, headers)
+    if text is None:
+        from tabulate import tabulate as full
+
+        text = full(rows, headers=headers, **tabulate_args)
+    return text
+
+
 def fit(headers: Sequence[str], rows: list[list[Any]], limit: int | None, drop: Sequence[str] = (),
         min_last: int = 24, **tabulate_args: Any) -> str:
     """``tabulate`` the rows; with a ``limit``: cut the last column (not below ``min_last``), then drop the
     ``drop`` columns in order (cutting again) until the table fits."""
-    from tabulate import tabulate
-
     headers, rows = list(headers), [list(r) for r in rows]
     text = tabulate(rows, headers=headers, **tabulate_args)
     if limit is None:

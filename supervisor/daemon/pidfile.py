@@ -11,7 +11,10 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from ..session.process import ProcessRecord
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session.process import ProcessRecord  # imported when used: `agentd status` needs only is_locked()
 
 # psutil is imported where it is used: `agentd status` only needs is_locked().
 
@@ -21,6 +24,8 @@ class AlreadyRunning(Exception):
 
 
 def read_pidfile(path: Path) -> ProcessRecord | None:
+    from ..session.process import ProcessRecord
+
     try:
         fields = path.read_text().split()
         return ProcessRecord(int(fields[0]), float(fields[1]))

@@ -5,8 +5,9 @@ Mechanism only: no policy about *when* to start or stop lives here.
 The agent is spawned with pexpect (ptyprocess underneath), which makes it a
 session and process-group leader with the PTY slave as its controlling
 terminal.  The daemon then owns the master fd directly: it is put in
-non-blocking mode, registered with the event loop, and read with ``os.read`` in
-64 KiB chunks (never line-buffered, never pexpect's sleeping helpers).  Linux
+non-blocking mode, registered with the event loop, and read with ``os.read``
+until ``EAGAIN`` (at most 256 KiB per wakeup), each batch redacted and written
+once (never line-buffered, never pexpect's sleeping helpers).  Linux
 reports the end of a PTY as ``EIO``; that is treated as end of file, and the
 remaining bytes are drained before the session is closed, so the last output
 before an exit is never lost.
@@ -39,6 +40,10 @@ from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree
 from .transcript import Transcript
 
 READ_SIZE = 65536
+#: Most bytes read in one wakeup before they are processed and written (one batch; see _read_available).
+READ_CAP = 262144
+#: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
+SHORT_READ = 2048
 #: While an agent streams slowly, its PTY is read at most once per this many
 #: seconds (the first output after a quiet spell is read at once): dozens of
 #: agents printing small bursts then cost one wakeup per agent per interval
@@ -232,7 +237,7 @@ class Session:
 
     # -- output -----------------------------------------------------------------
     def _on_readable(self) -> None:
-        got = self._read_available(limit=4)
+        got = self._read_available()
         if got <= 0 or self.eof or self._loop is None:
             return
         # A small amount since the last read (a slow stream or a keystroke's
@@ -251,45 +256,63 @@ class Session:
         if self._fd >= 0 and not self.eof and self._loop is not None:
             self._loop.add_reader(self._fd, self._on_readable)
 
-    def _read_available(self, limit: int | None = None) -> int:
-        """Read what is there (at most ``limit`` chunks, so one flood cannot starve others).
+    def _read_available(self, cap: int | None = READ_CAP) -> int:
+        """Read what is there, until ``EAGAIN`` or ``cap`` bytes (None: everything, batch by batch).
 
+        Each batch (the reads of one wakeup, at most :data:`READ_CAP` bytes) is
+        processed once: one redaction pass, one clean-text pass, one write per
+        transcript file, one call per listener; it is on disk before the next
+        batch is read.  So one flood cannot starve the other agents, and a
+        PTY's ~4 KiB reads do not each pay the per-chunk work.
         Returns the number of bytes read (-1 after the end of the PTY).
         """
-        count = 0
-        got = 0
+        total = 0
         fd = self._fd
-        transcript = self.transcript
-        while limit is None or count < limit:
-            try:
-                data = os.read(fd, READ_SIZE)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EIO:  # Linux: slave side closed
-                    self._on_eof()
-                    return -1
-                raise
-            if not data:
+        read = os.read
+        while True:
+            chunks: list[bytes] = []
+            got = 0
+            ended = False
+            while got < READ_CAP:
+                try:
+                    data = read(fd, READ_SIZE)
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EIO:  # Linux: EIO once the slave side is closed
+                        raise
+                    data = b""
+                if not data:
+                    ended = True
+                    break
+                chunks.append(data)
+                got += len(data)
+                if len(data) < SHORT_READ:
+                    break  # the PTY had no more: skip the read that would say EAGAIN (epoll wakes us again)
+            if got:
+                self._deliver(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+                total += got
+                self.last_output_at = time.monotonic()
+            if ended:
                 self._on_eof()
                 return -1
-            count += 1
-            got += len(data)
-            try:  # never raises OSError (a full disk is counted there); nothing may cost the listeners the chunk
-                released = transcript.write(data)
-            except Exception:  # noqa: BLE001 - e.g. closed meanwhile: the screen and turn detection go on
-                released = b""
-            if released and self._output_listeners:
-                self._output(released)
-            listeners = self._listeners
-            if len(listeners) == 1:
-                listeners[0](data)
-            else:
-                for listener in list(listeners):
-                    listener(data)
-        if got:
-            self.last_output_at = time.monotonic()
-        return got
+            if cap is not None or got < READ_CAP:
+                return total
+
+    def _deliver(self, data: bytes) -> None:
+        """One batch: the transcript (redacted), then the output listeners and the raw listeners."""
+        try:  # never raises OSError (a full disk is counted there); nothing may cost the listeners the batch
+            released = self.transcript.write(data)
+        except Exception:  # noqa: BLE001 - e.g. closed meanwhile: the screen and turn detection go on
+            released = b""
+        if released and self._output_listeners:
+            self._output(released)
+        listeners = self._listeners
+        if len(listeners) == 1:
+            listeners[0](data)
+        else:
+            for listener in list(listeners):
+                listener(data)
 
     def _on_eof(self) -> None:
         if self.eof:
@@ -307,7 +330,7 @@ class Session:
         at the end of the PTY or by :meth:`close`.
         """
         if self._fd >= 0 and not self.eof:
-            self._read_available(limit=None)
+            self._read_available(cap=None)
 
     # -- input ------------------------------------------------------------------
     def send(self, data: bytes) -> None:

@@ -63,6 +63,7 @@ class Screen:
         self._buf = bytearray()
         self._trimmed = False  # bytes were dropped from the front at least once
         self._cache: pyte.Screen | None = None
+        self._lines: tuple[pyte.Screen | None, list[str]] = (None, [])  # lines() of that render (pyte's display costs ms)
         #: Statistics for tests and status: how often pyte ran and how many bytes it parsed.
         self.renders = 0
         self.rendered_bytes = 0
@@ -128,8 +129,11 @@ class Screen:
         return self._cache
 
     def lines(self) -> list[str]:
-        """The visible rows as text, trailing blanks removed."""
-        return [line.rstrip() for line in self.render().display]
+        """The visible rows as text, trailing blanks removed (computed once per render: the watch asks every second)."""
+        screen = self.render()
+        if self._lines[0] is not screen:
+            self._lines = (screen, [line.rstrip() for line in screen.display])
+        return list(self._lines[1])
 
     def text(self) -> str:
         """The visible screen as one string (rows joined by newlines, trailing blank rows dropped)."""
