@@ -199,6 +199,7 @@ def test_nineteen_planted_secrets_leak_nowhere(project: Project, tmp_path: Path,
         assert artifacts[name].count("[REDACTED]") >= 10, (name, artifacts[name][-3000:])
     assert first_txt.count("[REDACTED]") >= 19
     assert typed.count(wakeup) == 1 and typed[-1] == wakeup  # the fresh session's first message
-    assert "[auto]" in artifacts["engram.md"] and json.loads(artifacts["agentd history"].splitlines()[-1])["flush"] == "auto"
+    cycles = [json.loads(line) for line in artifacts["agentd history"].splitlines()]
+    assert "[auto]" in artifacts["engram.md"] and [c for c in cycles if c["trigger"] == "command"][-1]["flush"] == "auto"
     # doctor sees no secret shape under .agent/
     assert "looks like a secret" not in project.agentd("doctor", check=False).stdout

@@ -1,0 +1,7 @@
+"""``python -m supervisor.fakeagent``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
