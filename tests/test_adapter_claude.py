@@ -153,7 +153,7 @@ def test_the_window_comes_from_the_status_line_and_a_disagreeing_unit_window_war
     s = session()
     figure = adapter.context(s)
     assert (figure.window, figure.window_source.value, figure.window_warning) == (1_000_000, "unit", None)
-    status = Path(launch.argv[launch.argv.index("--settings") + 1]).with_name("statusline.json")
+    status = Path(launch.argv[launch.argv.index("--settings") + 1]).parent / "statusline" / "statusline.json"
     status.write_text(json.dumps({"context_window": {"context_window_size": 200000, "used_percentage": 3}}))
     figure = adapter.context(s)
     assert figure.window == 200_000 and figure.window_source.value == "agent"

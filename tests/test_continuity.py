@@ -183,7 +183,8 @@ def test_stop_checkpoints_first_and_stop_now_does_not(project: Project) -> None:
     project.agentd("start", "tidy")
     project.wait_state("tidy", "running")
     project.agentd("stop", "--now", "tidy")
-    assert len(project.history("tidy")) == 1
+    # no checkpoint: at most a record of the work kept at once (the session's report figures), flush skipped
+    assert [r["flush"] for r in project.history("tidy")][1:] in ([], ["skipped"])
     assert project.unit_status("tidy")["state"] == "inactive"
     project.agentd("stop")
     assert processes_of(project.root) == []

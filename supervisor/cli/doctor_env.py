@@ -20,6 +20,7 @@ import ctypes
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -240,12 +241,20 @@ def check_state_dir(state: Path, socket_path: Path) -> Finding:
     if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX:
         return Finding(name, Status.FAIL, f"the control socket {socket_path} is {len(os.fsencode(socket_path))} "
                        f"bytes long; Unix sockets allow {SOCKET_PATH_MAX}", "set state_dir to a shorter absolute path")
+    if socket_path.parent != state:  # the state directory is too deep for a socket: it goes to /tmp/agentd-UID
+        short = socket_path.parent
+        if short.exists() or short.is_symlink():
+            info = os.lstat(short)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+                return Finding(name, Status.FAIL, f"{short} (where the control socket goes: {state} is too deep for "
+                               "a Unix socket) is not a mode-700 directory of this user's", f"remove {short}")
     if not state.exists():
         parent = next((p for p in state.parents if p.exists()), Path("/"))
         if not os.access(parent, os.W_OK | os.X_OK):
             return Finding(name, Status.FAIL, f"{state} does not exist and {parent} is not writable",
                            f"create {state} (mode 700) for this user, or set state_dir elsewhere")
-        return Finding(name, Status.OK, f"{state} will be created (mode 700)")
+        where = "" if socket_path.parent == state else f"; the control socket will be {socket_path}"
+        return Finding(name, Status.OK, f"{state} will be created (mode 700){where}")
     info = state.stat()
     if info.st_uid != os.getuid():
         return Finding(name, Status.FAIL, f"{state} belongs to uid {info.st_uid}, not to this user ({os.getuid()})",
@@ -253,7 +262,8 @@ def check_state_dir(state: Path, socket_path: Path) -> Finding:
     if info.st_mode & 0o077:
         return Finding(name, Status.FAIL, f"{state} is mode {info.st_mode & 0o777:o}: others can reach the socket",
                        f"chmod 700 {state}")
-    return Finding(name, Status.OK, f"{state}: mode 700, owned by this user")
+    where = "" if socket_path.parent == state else f"; the control socket is {socket_path} (the state dir is too deep)"
+    return Finding(name, Status.OK, f"{state}: mode 700, owned by this user{where}")
 
 
 def check_disk(transcripts: Path) -> Finding:

@@ -44,8 +44,10 @@ def sessions_started(inputs: Path) -> int:
 
 
 def history(project: Project, unit: str) -> list[dict]:
+    """The unit's checkpoint cycles (not the records of work kept when a session ended otherwise: flush skipped)."""
     out = project.agentd("history", unit, "--json").stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return [r for r in records if r["flush"] != "skipped"]
 
 
 def background(project: Project, *args: str) -> subprocess.Popen[str]:

@@ -31,6 +31,9 @@ def test_agent_killed_at_random_points_of_a_checkpoint(project: Project) -> None
     for rnd in range(ROUNDS):
         old = ready(project, "fragile", inputs, sessions)
         proc = background(project, "checkpoint", "fragile")
+        # the random point is counted from the checkpoint's start (the command itself may be slow to arrive)
+        wait_until(lambda: project.unit_status("fragile")["state"] != "running" or proc.poll() is not None, 60,
+                   what="the checkpoint to begin")
         delay = pause(rng, 0.0, 5.0)
         try:
             os.kill(old["pid"], signal.SIGKILL)

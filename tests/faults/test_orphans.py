@@ -16,7 +16,6 @@ import os
 import re
 import signal
 
-
 from tests.conftest import Project, alive, wait_until
 
 from .conftest import final_checks
