@@ -284,11 +284,16 @@ def test_a_due_checkpoint_waits_while_a_person_types(project: Project, viewers: 
     proc = subprocess.Popen([*AGENTD, "--root", str(project.root), "checkpoint", "worker"], env=clean_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        row = wait_until(lambda: (r := project.unit_status("worker"))["state"] == "checkpointing"
-                         and "a person is typing" in (r["activity"] or "") and r, 60,
-                         what="the checkpoint to wait for the person")
+        keys = iter("cho still-here")
+
+        def waiting_for_the_person() -> dict | None:
+            viewer.send(next(keys, " "))  # the person keeps typing (a key per poll: the quiet window never passes)
+            r = project.unit_status("worker")
+            return r if r["state"] == "checkpointing" and "a person is typing" in (r["activity"] or "") else None
+
+        row = wait_until(waiting_for_the_person, 60, what="the checkpoint to wait for the person")
         assert project.history("worker") == []
-        for ch in "cho still-here":  # keep typing: the checkpoint keeps waiting
+        for ch in keys:  # keep typing: the checkpoint keeps waiting
             viewer.send(ch)
             assert project.unit_status("worker")["state"] == "checkpointing"
         viewer.send("\r")
