@@ -37,8 +37,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.__main__ import (AGENTD_ENV, CLK_TCK, HERE, WORK, Agentd, Run, cpu_seconds, kill_leftovers, machine,
-                            wait_until)
+from bench.contenders import AGENTD_ENV, CLK_TCK, HERE, WORK, Agentd, Run, cpu_seconds, kill_leftovers, wait_until
+from bench.report import machine
 from supervisor.eventindex import EventIndex, default_db
 from supervisor.eventindex.turns import marker_for
 from supervisor.fakeagent import work_lines
