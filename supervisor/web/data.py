@@ -12,26 +12,16 @@ different files merge by time (decision lines have minutes, in local time).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..continuity.records import read_history
 from ..durable import read_jsonl
+from .model import iso_epoch
 
 #: At most this many items of each kind on a page (the newest).
 LIMIT = 500
-
-
-def iso_epoch(text: str | None) -> float | None:
-    """Seconds since the epoch of an ISO time (``...Z`` or naive UTC), or None."""
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def decision_epoch(text: str) -> float | None:

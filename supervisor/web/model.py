@@ -109,16 +109,6 @@ def waiting_for(row: dict[str, Any], shown: Display) -> str | None:
     return f"schedule: next start {nxt}" if nxt else "schedule"
 
 
-def _iso_seconds(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
-
-
 def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, str]]:
     """The unit's alarms, most serious first: each ``{"kind", "text"}``."""
     found: list[dict[str, str]] = []
@@ -131,7 +121,7 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
         found.append({"kind": Alarm.FROZEN.value,
                       "text": f"context {ratio:.0%} is at or above the hard limit {facts.hard_limit:.0%} "
                               "and no checkpoint runs"})
-    started = _iso_seconds(facts.checkpoint_started)
+    started = iso_epoch(facts.checkpoint_started)
     if state == "checkpointing" and started is not None and now - started > facts.checkpoint_deadline:
         found.append({"kind": Alarm.DEADLINE.value,
                       "text": f"checkpoint running for {now - started:.0f} s, past its deadline "
@@ -184,6 +174,17 @@ def _cycle(last: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "recall", "wip_commit")
     return {k: last.get(k) for k in keys if k in last}
+
+
+def iso_epoch(text: str | None) -> float | None:
+    """Seconds since the epoch of an ISO time (``...Z`` or naive UTC), or None."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[str, Any]:

@@ -42,8 +42,8 @@ from .stream import PageStream
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
 
-    from ..control.attach import AttachTarget
     from ..config.web import WebSettings
+    from ..control.attach import AttachTarget
 
 
 class Served(Protocol):
