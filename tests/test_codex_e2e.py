@@ -343,8 +343,9 @@ def test_threshold_checkpoint_flushes_through_codex_and_the_new_session_starts_f
     assert "confirmed: the parser port compiles" in engram
     assert "Adopt the fake model's checkpoint plan" in (project.root / ".agent" / "decisions-cx.log").read_text()
     # the old Codex quit through /quit (exit 0)
-    exits = [e for e in project.events("session_exited") if e.get("session") == old["session"]]
-    assert exits and exits[-1]["exit"] == "exit 0", exits
+    exits = wait_until(lambda: [e for e in project.events("session_exited") if e.get("session") == old["session"]], 30,
+                       what="the old session's exit in agentd's log (written off the loop)")
+    assert exits[-1]["exit"] == "exit 0", exits
     new = wait_idle(project)
     assert new["session"] == record["new_session"] != old["session"]
     firsts = wait_until(lambda: len(jail.first_requests()) >= 2 and jail.first_requests(), 60, what="the new session's request")

@@ -7,17 +7,14 @@ running session (a :class:`~supervisor.adapters.driver.Driver`), the restart
 policy, the queued text, the context figure.  Every event of the unit comes
 in through one of its methods, and only they change its state:
 
-start, stop, restart, checkpoint, reset-failed (commands); :meth:`reap` (the
-agent exited; on SIGCHLD and each tick); :meth:`timer_fired` (backoff over,
-usage limit reset); :meth:`tick` (each second: context, due checkpoints,
-stalls, usage limits, queued text).  What is typed into the agent and what the
-agent reports back (hooks) is its :class:`~supervisor.daemon.conversation.Conversation`.
+start, stop, restart, checkpoint, reset-failed (commands); :meth:`reap` (the agent
+exited; on SIGCHLD and each tick); :meth:`timer_fired` (backoff over, usage limit
+reset); its :class:`~supervisor.daemon.watch.SessionWatch` each second; what is typed
+and what hooks report: its :class:`~supervisor.daemon.conversation.Conversation`.
 
-It depends on the daemon only through :class:`Runtime`, so the tests replay
-events into it with a fake runtime, fake drivers and a fake clock.
-Long operations (a start, the continuity cycle, a stop) run as one task at a
-time (``op``); whatever ends them, even an unexpected error, the unit is left
-in a named state that a command can leave.
+It depends on the daemon only through :class:`Runtime`, so the tests replay events into it
+with fakes.  Long operations (a start, the cycle, a stop) run as one task at a time (``op``);
+whatever ends them, even an unexpected error, leaves the unit in a named state a command can leave.
 
 Words: a unit is *started* and *stopped* (its state changes); a session is
 *ended* (its whole process tree, :meth:`Driver.end`), *reaped* (its exit
@@ -334,6 +331,9 @@ class UnitSupervisor:
             log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
             self.last_exit = driver.exit
+            if not self._exit_seen:  # ended here before the reaper saw it: log the exit all the same
+                log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
+                         exit=driver.exit.describe(), uptime=round(driver.uptime, 3))
         driver.close()
         if self.driver is driver:
             self.driver = None
