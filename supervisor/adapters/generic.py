@@ -176,9 +176,8 @@ class GenericAdapter(Adapter):
         from ..trail.generic import after_echo
 
         prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None
-        wakeup = self.settings.state_path / "sessions" / self.spec.name / session.session_id / WAKEUP_FILE
         try:
-            typed = wakeup.read_text(encoding="utf-8", errors="replace")
+            typed = (self.state_dir(session.session_id) / WAKEUP_FILE).read_text(encoding="utf-8", errors="replace")
         except OSError:
             typed = None  # no wakeup this session
         return screen_trail(after_echo(session.transcript.tail(TRAIL_BYTES), typed), prompt=prompt)

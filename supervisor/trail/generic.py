@@ -65,7 +65,10 @@ def after_echo(text: str, typed: str | None) -> str:
     if not last:
         return text
     at = text.rfind(last[:60])
-    return text if at < 0 else text[text.find("\n", at) + 1 if "\n" in text[at:] else len(text):]
+    if at < 0:
+        return text
+    end = text.find("\n", at)
+    return "" if end < 0 else text[end + 1:]
 
 
 def _is_prompt(row: str, prompt: re.Pattern[str] | None) -> bool:
