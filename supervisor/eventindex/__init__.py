@@ -14,7 +14,8 @@ a bounded step at a time), :mod:`.index` (SQLite FTS5: update, search),
 :mod:`.indexer` (the thread).
 """
 
-from .index import DEFAULT_HALF_LIFE_DAYS, EventHit, EventIndex, IndexUnavailable, UpdateResult, default_db
+from .index import DEFAULT_HALF_LIFE_DAYS, EventIndex, IndexUnavailable, UpdateResult, default_db
+from .search import EventHit
 from .sources import EventKind, UnitMarkers
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "EventHit", "EventIndex", "EventKind", "IndexUnavailable", "UnitMarkers",

@@ -13,13 +13,14 @@ characters, case-insensitive: code identifiers, Chinese words of three
 characters and more) and ``ev_big`` (``unicode61`` over
 :func:`.turns.grams`: two-character Chinese words and two-letter words).
 
-**Search** (:meth:`EventIndex.search`): every query word must occur (as a
-substring; see :mod:`.turns` for short words).  Score = bm25 relevance x
-``2 ** (-age / half_life)``: of two equally relevant hits the newer ranks
-first, and a hit one half-life old counts half.  Ranking looks at the
-newest :data:`POOL` matches (in the order they were indexed): a query that
-matches more events than that is a common word, among whose hits the time
-decay decides anyway; this bounds the time of every query.
+**Search** (:meth:`EventIndex.search`, :mod:`.search`): every query word
+must occur (as a substring; see :mod:`.turns` for short words).  Score =
+bm25 relevance x ``2 ** (-age / half_life)``: of two equally relevant hits
+the newer ranks first, and a hit one half-life old counts half.  Ranking
+looks at the newest :data:`.search.POOL` matches (in the order they were
+indexed, which FTS5 hands out first).
+``totals`` keeps the count of events and of their characters (bm25's mean
+length) as events come and go.
 
 **Updates** (:meth:`EventIndex.update`) run one transaction per file or
 transcript step (``BEGIN IMMEDIATE``), reading the file's state inside it,
@@ -32,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,11 +41,10 @@ from pathlib import Path
 
 from .sources import EventKind, Row, Source, SourceKind, UnitMarkers, discover, memory_rows
 from .transcripts import Marks, Position, step
-from .turns import Marker, grams, is_cjk, two_letter
+from .search import POOL, EventHit, search
+from .turns import Marker, grams
 
-SCHEMA_VERSION = "1"
-#: Matches ranked per query (the newest indexed); see the module docstring.
-POOL = 2000
+SCHEMA_VERSION = "2"  # 2: totals
 DEFAULT_HALF_LIFE_DAYS = 14.0
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,49 +56,12 @@ CREATE TABLE events(id INTEGER PRIMARY KEY, source INTEGER NOT NULL, kind TEXT N
                     time REAL NOT NULL, module TEXT);
 CREATE INDEX events_by_source ON events(source, at);
 CREATE TABLE texts(id INTEGER PRIMARY KEY, body TEXT NOT NULL, grams TEXT NOT NULL);
+CREATE TABLE totals(events INTEGER NOT NULL, chars INTEGER NOT NULL);
+INSERT INTO totals VALUES (0, 0);
 CREATE VIRTUAL TABLE ev_tri USING fts5(body, content='texts', content_rowid='id', tokenize='trigram');
 CREATE VIRTUAL TABLE ev_big USING fts5(grams, content='texts', content_rowid='id', tokenize='unicode61');
 """
-_TABLES = ("ev_tri", "ev_big", "texts", "events", "sources", "meta")
-_SPACE = re.compile(r"\s+")
-
-
-@dataclass(frozen=True)
-class EventHit:
-    """One search result."""
-
-    kind: EventKind
-    unit: str | None
-    session: str | None
-    module: str | None
-    time: float
-    path: str
-    at: int
-    score: float
-    text: str  # a snippet around the first query word found
-
-    def where(self, root: Path) -> str:
-        """How to open the spot: an ``agentd logs`` command, or ``path:line``."""
-        if self.kind is EventKind.TURN:
-            return f"agentd logs {self.unit} --session {self.session} --at {self.at}"
-        try:
-            rel = str(Path(self.path).relative_to(root))
-        except ValueError:
-            rel = self.path
-        if self.kind is EventKind.STOPPED:
-            return f"agentd history {self.unit}  ({rel}:{self.at})"
-        return f"{rel}:{self.at}"
-
-    def render(self, root: Path) -> str:
-        """Two lines: time, kind, unit or module, score and the snippet; then how to open it."""
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.time))
-        owner = self.unit or self.module or "global"
-        return f"{when}  {self.kind.value:<8} {owner:<12} {self.score:8.3f}  {self.text}\n    {self.where(root)}"
-
-    def as_dict(self, root: Path) -> dict[str, object]:
-        return {"kind": self.kind.value, "unit": self.unit, "session": self.session, "module": self.module,
-                "time": self.time, "at": self.at, "path": self.path, "score": self.score, "text": self.text,
-                "open": self.where(root)}
+_TABLES = ("ev_tri", "ev_big", "totals", "texts", "events", "sources", "meta")
 
 
 @dataclass(frozen=True)
@@ -150,7 +112,7 @@ class EventIndex:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # a cache: the last commits may go with a power cut
-            _math(conn)
+            _tune(conn)
             self._ensure_schema(conn)
         except BaseException:
             conn.close()
@@ -172,7 +134,7 @@ class EventIndex:
             if Path(f"{self.db}-wal").exists():
                 raise
             conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=self._busy, isolation_level=None)
-        _math(conn)
+        _tune(conn)
         if self._meta(conn) != self._want():
             conn.close()
             raise IndexUnavailable(f"the event index at {self.db} is of another version or project: "
@@ -264,6 +226,7 @@ class EventIndex:
             self.conn.execute("INSERT INTO ev_big(ev_big) VALUES ('delete-all')")
             for table in ("texts", "events", "sources"):
                 self.conn.execute(f"DELETE FROM {table}")
+            self.conn.execute("UPDATE totals SET events = 0, chars = 0")
             return self.update(None)
 
     def _source_id(self, source: Source) -> int:
@@ -321,11 +284,15 @@ class EventIndex:
         self.conn.executemany("INSERT INTO texts(id, body, grams) VALUES (?, ?, ?)", texts)
         self.conn.executemany("INSERT INTO ev_tri(rowid, body) VALUES (?, ?)", [(i, b) for i, b, _ in texts])
         self.conn.executemany("INSERT INTO ev_big(rowid, grams) VALUES (?, ?)", [(i, g) for i, _, g in texts])
+        self.conn.execute("UPDATE totals SET events = events + ?, chars = chars + ?",
+                          (len(rows), sum(len(r.body) for r in rows)))
 
     def _drop(self, path: str, from_at: int, *, forget: bool = False) -> None:
         """Delete the events of ``path`` at or after ``from_at`` (and the file's row when ``forget``)."""
         ids = "SELECT e.id FROM events e JOIN sources s ON s.id = e.source WHERE s.path = ? AND e.at >= ?"
         args = (path, from_at)
+        self.conn.execute(f"UPDATE totals SET events = events - c, chars = chars - n FROM (SELECT count(*) AS c, "
+                          f"coalesce(sum(length(body)), 0) AS n FROM texts WHERE id IN ({ids}))", args)
         self.conn.execute(f"INSERT INTO ev_tri(ev_tri, rowid, body) SELECT 'delete', id, body FROM texts "
                           f"WHERE id IN ({ids})", args)
         self.conn.execute(f"INSERT INTO ev_big(ev_big, rowid, grams) SELECT 'delete', id, grams FROM texts "
@@ -343,96 +310,26 @@ class EventIndex:
     def search(self, words: Sequence[str], *, limit: int = 10, half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
                now: float | None = None, units: Sequence[str] = (), kinds: Sequence[EventKind] = (),
                pool: int = POOL) -> list[EventHit]:
-        """The best ``limit`` events holding every word (see the module for the score)."""
+        """The best ``limit`` events holding every word (see :mod:`.search` for the score)."""
         if half_life_days <= 0:
             raise ValueError(f"half-life {half_life_days!r}: give a number of days above 0")
         words = [w for w in (w.strip() for w in words) if w]
         if not words:
             raise ValueError("give at least one word to search for")
-        query = _Query.build(words)
-        now = time.time() if now is None else now
-        decay = math.log(2) / (half_life_days * 86400.0)  # score x exp((time - now) * decay)
-        # the candidates: the newest `pool` events that hold every word and pass the filters
-        where: list[str] = []
-        args: list[object] = []
-        if query.driver is not None:
-            table, match = query.driver
-            select, key = f"SELECT rowid AS id, bm25({table}) AS r FROM {table}", "rowid"
-            where.append(f"{table} MATCH ?")
-            args.append(match)
-            if query.other is not None:
-                where.append(f"rowid IN (SELECT rowid FROM {query.other[0]} WHERE {query.other[0]} MATCH ?)")
-                args.append(query.other[1])
-            scan_target = "rowid IN (SELECT id FROM texts WHERE instr(lower(body), ?) > 0)"
-        else:  # only one-character words: scan the text
-            select, key = "SELECT id, -1.0 AS r FROM texts", "id"
-            scan_target = "instr(lower(body), ?) > 0"
-        for word in query.scan:
-            where.append(scan_target)
-            args.append(word)
-        if units or kinds:
-            cond = [f"s.unit IN ({', '.join('?' * len(units))})"] if units else []
-            cond += [f"e.kind IN ({', '.join('?' * len(kinds))})"] if kinds else []
-            where.append(f"{key} IN (SELECT e.id FROM events e JOIN sources s ON s.id = e.source "
-                         f"WHERE {' AND '.join(cond)})")
-            args += [*units, *(EventKind(k).value for k in kinds)]
-        candidates = f"{select} WHERE {' AND '.join(where)} ORDER BY {key} DESC LIMIT ?"
-        sql = (f"WITH m AS ({candidates}) "
-               "SELECT e.kind, s.unit, s.session, coalesce(e.module, s.module), e.time, s.path, e.at, "
-               "-m.r * exp((e.time - ?) * ?) AS score, t.body "
-               "FROM m JOIN events e ON e.id = m.id JOIN sources s ON s.id = e.source JOIN texts t ON t.id = m.id "
-               "ORDER BY score DESC LIMIT ?")
-        params = [*args, pool, now, decay, limit * 3]
-        hits: list[EventHit] = []
-        seen: set[tuple[str, str]] = set()
-        for kind, unit, session, module, when, path, at, score, body in self.conn.execute(sql, params):
-            if (kind, body) in seen:
-                continue  # the same line twice (a union merge, an epoch and its live log)
-            seen.add((kind, body))
-            hits.append(EventHit(EventKind(kind), unit, session, module, when, path, at, score,
-                                 snippet(body, words)))
-            if len(hits) >= limit:
-                break
-        return hits
+        return search(self.conn, words, limit=limit, half_life_days=half_life_days,
+                      now=time.time() if now is None else now, units=units, kinds=kinds, pool=pool)
 
 
-def _math(conn: sqlite3.Connection) -> None:
-    """``exp()`` in SQL, also where SQLite was built without its math functions."""
+#: Bytes of the file read through a memory map (address space, not memory): a search reads its
+#: candidates' pages scattered over the file, and a mapped page costs no read() and no copy (about
+#: half the time of those reads at 100,000 turns).
+MMAP_BYTES = 1 << 30
+
+
+def _tune(conn: sqlite3.Connection) -> None:
+    """Read through a memory map; ``exp()`` in SQL, also where SQLite was built without its math functions."""
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     try:
         conn.execute("SELECT exp(0)")
     except sqlite3.OperationalError:
         conn.create_function("exp", 1, math.exp, deterministic=True)
-
-
-@dataclass(frozen=True)
-class _Query:
-    driver: tuple[str, str] | None  # (table, MATCH expression) that ranks
-    other: tuple[str, str] | None  # a second MATCH the hits must also satisfy
-    scan: tuple[str, ...]  # words found by scanning the text (one character)
-
-    @classmethod
-    def build(cls, words: Sequence[str]) -> _Query:
-        long, short, scan = [], [], []
-        for word in words:
-            if len(word) >= 3:
-                long.append(_phrase(word))
-            elif len(word) == 2 and (is_cjk(word) or two_letter(word)):
-                short.append(_phrase(word))
-            else:
-                scan.append(word.lower())
-        tri = ("ev_tri", " ".join(long)) if long else None
-        big = ("ev_big", " ".join(short)) if short else None
-        return cls(tri or big, big if tri else None, tuple(scan))
-
-
-def _phrase(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
-
-
-def snippet(body: str, words: Sequence[str], width: int = 240) -> str:
-    """About ``width`` characters of ``body`` around the first query word found, on one line."""
-    low = body.lower()
-    found = [i for i in (low.find(w.lower()) for w in words) if i >= 0]
-    start = max(0, min(found) - width // 4) if found else 0
-    text = _SPACE.sub(" ", body[start:start + width]).strip()
-    return ("…" if start > 0 else "") + text + ("…" if start + width < len(body) else "")
