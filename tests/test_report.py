@@ -4,6 +4,7 @@ and the report's table over the history (per session, medians per unit and for t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -65,6 +66,16 @@ def test_re_reading_two_unchanged_files_and_repeating_one_command() -> None:
     assert got.as_dict()["rereads_count"] == 2 and got.as_dict()["repeated_count"] == 1
 
 
+def test_tokens_to_resume_are_those_of_the_first_productive_edits_call() -> None:
+    trail = Trail("t", actions=[read("src/parser.py"), edit("tests/check.py"), edit("src/parser.py"), run("make")])
+    trail.actions[:] = [replace(a, tokens=t) for a, t in zip(trail.actions, (1200, 2500, 3900, 5000))]
+    got = fig.resumed(trail, "s2", previous(), {"src/parser.py": "p3"}, scope=SCOPE)
+    assert (got.actions_to_edit, got.tokens_to_edit) == (3, 3900) and not any("tokens" in c for c in got.cannot)
+    trail.actions[2] = replace(trail.actions[2], tokens=None)  # a call the record gives no usage for
+    got = fig.resumed(trail, "s2", previous(), {"src/parser.py": "p3"}, scope=SCOPE)
+    assert got.tokens_to_edit is None and any(c.startswith("tokens to resume") for c in got.cannot)
+
+
 def test_going_straight_to_the_file_in_flight_reports_nothing_repeated() -> None:
     trail = Trail("t", actions=[edit("src/parser.py")])
     got = fig.resumed(trail, "s2", previous(), {"src/parser.py": "p3", "src/lexer.py": "l1", "tests/check.py": "c1"},
@@ -104,7 +115,8 @@ def test_a_generic_screen_counts_cat_lines_as_reads_and_says_what_it_cannot_tell
     again.actions.append(run("agentd note: ok"))
     got = fig.resumed(again, "g2", base, {"src/lexer.py": "l1"}, scope=SCOPE, generic=True)
     assert (got.rereads, got.repeated, got.actions_to_edit) == (["src/lexer.py"], ["make test"], None)
-    assert any("generic" in c and "no file edits" in c for c in got.cannot) and not got.edits_seen
+    assert any("generic" in c and "no file edits and no tokens" in c for c in got.cannot) and not got.edits_seen
+    assert got.tokens_to_edit is None
     [row] = table.rows("g", [{"stopped": {"resumed": got.as_dict()}}])
     assert (row.rereads, row.repeated, row.breaks) == (1, 1, None)  # a screen shows no edits: no breaks, not 0
 
@@ -119,11 +131,11 @@ def history() -> list[dict]:
          "recall": {"recall": 0.8571, "found": 6, "probes": 7, "missing": ["decision (core)"]},
          "stopped": {"resumed": {"session": "s2", "previous": "s1", "actions": 5, "actions_to_edit": 5,
                                  "cold_actions_to_edit": 5, "rereads": ["a", "b"], "repeated": ["make"],
-                                 "breaks": [], "seconds_to_edit": 12.0}}},
+                                 "breaks": [], "seconds_to_edit": 12.0, "tokens_to_edit": 5035}}},
         {"started": "2026-12-01T12:00:00Z", "trigger": "crash", "old_session": "s3",
          "stopped": {"resumed": {"session": "s3", "previous": "s2", "actions": 1, "actions_to_edit": 1,
                                  "cold_actions_to_edit": 5, "rereads": [], "repeated": [], "breaks": [],
-                                 "seconds_to_edit": 2.0}}},
+                                 "seconds_to_edit": 2.0, "tokens_to_edit": 1200}}},
     ]
 
 
@@ -131,11 +143,13 @@ def test_the_table_joins_recall_and_figures_per_session_with_medians() -> None:
     rows = table.rows("core", history())
     assert [(r.session, r.previous, r.rereads, r.repeated, r.actions_to_edit, r.recall) for r in rows] == [
         ("s2", "s1", 2, 1, 5, 1.0), ("s3", "s2", 0, 0, 1, 0.8571)]
-    assert rows[1].missing == ["decision (core)"]
+    assert rows[1].missing == ["decision (core)"] and [r.tokens_to_edit for r in rows] == [5035, 1200]
     sums = table.summary(rows + table.rows("web", history()[1:2]))
     assert sums["units"]["core"]["median_rereads"] == 1.0 and sums["units"]["core"]["recall_below_1"] == 1
     assert sums["project"]["sessions"] == 4 and sums["project"]["median_actions_to_edit"] == 5.0
+    assert sums["units"]["core"]["median_tokens_to_edit"] == 3117.5
     text = table.render(rows)
+    assert "TOKENS TO EDIT" in text.splitlines()[0] and "5035" in text and "3117.5" in text
     assert "! missing: decision (core)" in text and "core (median of 2)" in text and "PROJECT (median of 2)" in text
 
 

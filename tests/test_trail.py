@@ -167,3 +167,41 @@ def test_generic_screen_skips_the_commands_quoted_in_the_echoed_wakeup() -> None
     assert [a.command for a in trail.actions] == ["true"]
     assert [a.command for a in screen_trail(screen, prompt=re.compile("fake> $")).actions] == ["cat old.txt", "true"]
     assert after_echo(screen, None) == screen and after_echo(screen, "never typed") == screen
+
+
+def test_codex_token_counts_price_each_tool_call_with_the_threads_tokens_after_its_response() -> None:
+    def call(cid: str, cmd: str) -> str:
+        return json.dumps({"type": "response_item", "payload": {"type": "function_call", "name": "exec_command",
+                                                                "call_id": cid, "arguments": json.dumps({"cmd": cmd})}})
+
+    def count(total: dict) -> str:
+        return json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": total, "last_token_usage": {"total_tokens": 1}}}})
+
+    lines = [count({"input_tokens": 900, "output_tokens": 7, "total_tokens": 907}),  # the wakeup's answer: no call
+             call("c1", "cat a.py"), call("c2", "make"), count({"input_tokens": 1900, "output_tokens": 14}),
+             call("c3", "make again"), count({"total_tokens": 3021}), call("c4", "never priced")]
+    trail = parse_rollout(lines, "/p")
+    assert [a.tokens for a in trail.actions] == [1914, 1914, 3021, None]
+    assert Action.from_dict(trail.actions[0].as_dict()).tokens == 1914 and "tokens" not in trail.actions[3].as_dict()
+
+
+def test_claude_usage_adds_up_each_response_once_though_every_content_block_repeats_it() -> None:
+    def said(mid: str, blocks: list, usage: dict | None, **extra) -> str:
+        return json.dumps({"type": "assistant", "sessionId": "c1", "cwd": "/p", **extra,
+                           "message": {"id": mid, "role": "assistant", "content": blocks,
+                                       **({"usage": usage} if usage else {})}})
+
+    u1 = {"input_tokens": 3, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 0, "output_tokens": 1}
+    u1_final = dict(u1, output_tokens=20)
+    u2 = {"input_tokens": 5, "cache_creation_input_tokens": 10, "cache_read_input_tokens": 1000, "output_tokens": 9}
+    lines = [_entry("user", "go"),
+             said("m1", [{"type": "text", "text": "reading"}], u1),
+             said("m1", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/p/a.py"}}], u1_final),
+             said("s1", [{"type": "tool_use", "id": "x", "name": "Read", "input": {"file_path": "/p/b.py"}}],
+                  {"input_tokens": 99999, "output_tokens": 1}, isSidechain=True),
+             said("m2", [{"type": "tool_use", "id": "t2", "name": "Edit", "input": {"file_path": "/p/a.py"}},
+                         {"type": "tool_use", "id": "t3", "name": "Bash", "input": {"command": "make"}}], u2),
+             said("m3", [{"type": "tool_use", "id": "t4", "name": "Bash", "input": {"command": "ls"}}], None)]
+    trail = parse_transcript(lines, "/p")
+    assert [a.tokens for a in trail.actions] == [1023, 2047, 2047, None]

@@ -21,10 +21,15 @@ involved at its end) and with the unit's first, cold session:
   recorded decision's file back as it was before the decision (its blob at the
   end equals the one in the snapshot before the decision's own);
 * **time to resume**: seconds from the session's first tool call to the first
-  productive edit, from the agent's own timestamps.
+  productive edit, from the agent's own timestamps;
+* **tokens to resume**: the tokens of every model request of the session, from
+  its first (the wakeup) to the response that made the first productive edit,
+  input (cached or not) plus output (:attr:`~..trail.model.Action.tokens`:
+  Codex's ``token_count``, Claude Code's ``message.usage``).
 
 A generic agent's trail is its screen: ``$ cat FILE`` lines are reads, other
-``$`` lines commands; it shows no edits, so :attr:`Figures.cannot` says so.
+``$`` lines commands; it shows no edits and no tokens, so :attr:`Figures.cannot`
+says so.
 Nothing here touches a file or a clock.
 """
 
@@ -234,13 +239,18 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
     edit_at = trail.actions[figures.actions_to_edit - 1].at if figures.actions_to_edit else None
     if edit_at and trail.actions[0].at:
         figures.seconds_to_edit = _seconds(trail.actions[0].at, edit_at)
-    figures.cannot.append("tokens to resume: the trail does not record tokens per tool call")
+    if figures.actions_to_edit is not None:
+        figures.tokens_to_edit = trail.actions[figures.actions_to_edit - 1].tokens
     if generic:
         figures.edits_seen = False
-        figures.cannot.append("a generic agent's screen shows no file edits: no actions to the first edit, "
-                              "no constraint breaks; re-reads are `$ cat FILE` lines, commands the `$` lines")
-    elif figures.seconds_to_edit is None and figures.actions_to_edit is not None:
-        figures.cannot.append("time to resume: the trail has no timestamps")
+        figures.cannot.append("a generic agent's screen shows no file edits and no tokens: no actions to the "
+                              "first edit, no tokens to resume, no constraint breaks; re-reads are `$ cat FILE` "
+                              "lines, commands the `$` lines")
+    else:
+        if figures.seconds_to_edit is None and figures.actions_to_edit is not None:
+            figures.cannot.append("time to resume: the trail has no timestamps")
+        if figures.tokens_to_edit is None and figures.actions_to_edit is not None:
+            figures.cannot.append("tokens to resume: the agent's record has no usage for that call")
     return figures
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-FIGURES = ("actions_to_edit", "rereads", "repeated", "breaks", "seconds_to_edit", "recall")
+FIGURES = ("actions_to_edit", "rereads", "repeated", "breaks", "seconds_to_edit", "tokens_to_edit", "recall")
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -162,13 +162,13 @@ def render(all_rows: Sequence[Row]) -> str:
         table.append([r.unit, r.session or "-", r.previous or "-",
                       f"{_cell(r.actions_to_edit)} (cold {_cell(r.cold_actions_to_edit)})",
                       _cell(r.rereads), _cell(r.repeated), _cell(r.breaks), _cell(r.seconds_to_edit),
-                      _cell(r.recall) + flag])
+                      _cell(r.tokens_to_edit), _cell(r.recall) + flag])
     sums = summary(all_rows)
     for name, figs in [*sums["units"].items(), ("PROJECT", sums["project"])]:
         table.append([f"{name} (median of {figs['sessions']})", "", "",
                       f"{_cell(figs['median_actions_to_edit'])} (cold {_cell(figs['median_cold_actions_to_edit'])})",
                       _cell(figs["median_rereads"]), _cell(figs["median_repeated"]), _cell(figs["median_breaks"]),
-                      _cell(figs["median_seconds_to_edit"]),
+                      _cell(figs["median_seconds_to_edit"]), _cell(figs["median_tokens_to_edit"]),
                       _cell(figs["median_recall"]) + (f" ({figs['recall_below_1']} below 1)" if figs["recall_below_1"] else "")])
     return tabulate(table, headers=["UNIT", "SESSION", "AFTER", "ACTIONS TO EDIT", "RE-READS", "REPEATED",
-                                    "BREAKS", "SECONDS TO EDIT", "RECALL"])
+                                    "BREAKS", "SECONDS TO EDIT", "TOKENS TO EDIT", "RECALL"])

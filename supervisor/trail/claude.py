@@ -13,6 +13,12 @@ What Claude Code 2.1.328 writes there (verified against the fake Messages API):
   ``{todos: [{content, status, activeForm}]}``, or its task tools:
   ``TaskCreate`` ``{subject}`` answered ``Task #N created successfully``, then
   ``TaskUpdate`` ``{taskId, status}``);
+* ``message.usage`` on ``assistant`` entries (``input_tokens``,
+  ``cache_creation_input_tokens``, ``cache_read_input_tokens``,
+  ``output_tokens``), repeated on every entry of one response (one per
+  content block, the same ``message.id``): each tool call gets the session's
+  tokens up to its response, that response's newest figure included
+  (:attr:`~.model.Action.tokens`; a sub-agent's requests are not counted);
 * entries of sub-agents (``isSidechain``), meta messages (``isMeta``), the
   compaction summary (``isCompactSummary``) and slash-command echoes, which are
   not the session's own asks or actions and are skipped.
@@ -58,6 +64,8 @@ def parse_transcript(lines: Iterable[bytes | str], root: str | None = None, *, s
     trail = Trail(source=source)
     tasks = _Tasks(trail)
     by_id: dict[str, int] = {}
+    usage: dict[str, int] = {}  # response (message id) -> its tokens, in the order the responses came
+    priced: list[tuple[int, str]] = []  # (action index, its response)
     for raw in lines:
         data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
         if b'"user"' not in data and b'"assistant"' not in data:
@@ -75,12 +83,17 @@ def parse_transcript(lines: Iterable[bytes | str], root: str | None = None, *, s
             continue
         at = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
         if entry["type"] == "assistant":
+            response = str(message.get("id") or f"line {len(usage)}")
+            used = _tokens(message.get("usage"))
+            if used is not None:
+                usage[response] = used
             for block in _blocks(message.get("content")):
                 if block.get("type") == "tool_use":
                     action = _tool_use(trail, block, root, at)
                     tasks.use(block)
                     if action.call_id:
                         by_id[action.call_id] = len(trail.actions)
+                    priced.append((len(trail.actions), response))
                     trail.actions.append(action)
             continue
         results = [b for b in _blocks(message.get("content")) if b.get("type") == "tool_result"]
@@ -93,7 +106,28 @@ def parse_transcript(lines: Iterable[bytes | str], root: str | None = None, *, s
             text = _text(message.get("content"))
             if text.strip() and not text.lstrip().startswith(SYNTHETIC_USER):
                 trail.asks.append(text)
+    _price(trail, usage, priced)
     return trail
+
+
+def _tokens(usage: Any) -> int | None:
+    """One response's tokens: its input (cached, written to the cache, or neither) and its output."""
+    if not isinstance(usage, dict):
+        return None
+    parts = [usage.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                                    "output_tokens")]
+    return sum(x for x in parts if isinstance(x, int)) if isinstance(parts[0], int) else None
+
+
+def _price(trail: Trail, usage: dict[str, int], priced: list[tuple[int, str]]) -> None:
+    """Each action's :attr:`~.model.Action.tokens`: the responses up to its own, added up."""
+    so_far, running = {}, 0
+    for response, used in usage.items():
+        running += used
+        so_far[response] = running
+    for index, response in priced:
+        if response in so_far:
+            trail.actions[index] = replace(trail.actions[index], tokens=so_far[response])
 
 
 class _Tasks:

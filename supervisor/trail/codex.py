@@ -10,6 +10,10 @@ What Codex 0.169.0 writes there (verified against the fake Responses server):
   ``{objective}`` / ``update_goal`` ``{status}``), ``custom_tool_call``
   (``apply_patch`` with the patch as ``input``) and their ``*_output`` items
   (``Process exited with code N`` / ``Exit code: N``);
+* ``event_msg`` ``token_count`` after each model response: ``info.total_token_usage``
+  adds up every request of the thread (``total_tokens`` = input, cached
+  included, + output); each tool call gets the figure of the response that
+  made it (:attr:`~.model.Action.tokens`);
 * ``event_msg`` ``item_completed`` — the finished items with what Codex knows
   of them: ``UserMessage`` (only what a person or agentd typed),
   ``CommandExecution`` (``exit_code``, ``status``, ``parsed_cmd`` with the
@@ -49,7 +53,7 @@ _EXIT = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)", re.M)
 #: Only these lines are parsed (a cheap test on the raw bytes first: rollouts grow to megabytes).
 _WANTED = (b'"session_meta"', b'"turn_context"', b'"function_call', b'"custom_tool_call', b'"local_shell_call',
            b'"item_completed"', b'"user_message"', b'"role":"user"', b'"role": "user"', b'"exec_command_end"',
-           b'"patch_apply_end"')
+           b'"patch_apply_end"', b'"token_count"')
 
 
 def read_rollout(path: Path, root: str | None = None) -> Trail:
@@ -82,6 +86,7 @@ class _Parser:
         self.by_call: dict[str, int] = {}  # call id -> index in trail.actions
         self.user_items: list[str] = []  # response_item user messages (fallback asks)
         self.typed: list[str] = []  # UserMessage / user_message events (preferred asks)
+        self.unpriced: list[int] = []  # actions made since the last token_count (their response's figure is next)
 
     def path(self, p: str, cwd: str | None = None) -> str:
         return norm_path(p, cwd or self.trail.cwd, self.root)
@@ -150,7 +155,23 @@ class _Parser:
     def add(self, action: Action) -> None:
         if action.call_id:
             self.by_call[action.call_id] = len(self.trail.actions)
+        self.unpriced.append(len(self.trail.actions))
         self.trail.actions.append(action)
+
+    def tokens(self, info: Any) -> None:
+        """A ``token_count``: the thread's tokens so far, for the calls of the response it follows."""
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        if not isinstance(total, dict):
+            return
+        used = total.get("total_tokens")
+        if not isinstance(used, int):
+            parts = [total.get("input_tokens"), total.get("output_tokens")]
+            if not all(isinstance(x, int) for x in parts):
+                return
+            used = sum(parts)
+        for index in self.unpriced:
+            self.trail.actions[index] = replace(self.trail.actions[index], tokens=used)
+        self.unpriced = []
 
     def update(self, call_id: str, **changes: Any) -> None:
         index = self.by_call.get(call_id)
@@ -176,6 +197,8 @@ class _Parser:
         kind = p.get("type")
         if kind == "item_completed" and isinstance(p.get("item"), dict):
             self.item(p["item"])
+        elif kind == "token_count":
+            self.tokens(p.get("info"))
         elif kind == "user_message" and isinstance(p.get("message"), str):
             self.typed.append(p["message"])
         elif kind == "exec_command_end":

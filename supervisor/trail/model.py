@@ -8,8 +8,9 @@ by the parsers of this package.  It serves two readers:
   is done, the files in flight, the last commands and how they ended);
 * the fragmentation report (issue 16): :attr:`Trail.actions` holds every tool
   call in order, each with the files it read and changed and, for commands,
-  the exit status, so "actions to the first productive edit", re-reads and
-  repeated commands are counted from the same data.
+  the exit status and the tokens the session had used when the model made
+  it, so "actions to the first productive edit", re-reads, repeated commands
+  and the tokens to resume are counted from the same data.
 
 Everything here is pure: no files, no clock.  :meth:`Trail.as_dict` /
 :meth:`Trail.from_dict` round-trip it through JSON.
@@ -74,10 +75,13 @@ class Action:
     output: str = ""  # the end of a command's output (short)
     at: str | None = None  # the agent's own timestamp, when it has one
     call_id: str | None = None
+    #: Tokens the session had used when the model made this call: every request so far, input (cached or
+    #: not) plus output, this call's own response included; None where the agent's record has no usage.
+    tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind.value, "tool": self.tool}
-        for name in ("command", "exit_code", "ok", "output", "at", "call_id"):
+        for name in ("command", "exit_code", "ok", "output", "at", "call_id", "tokens"):
             value = getattr(self, name)
             if value not in (None, ""):
                 data[name] = value
@@ -92,7 +96,7 @@ class Action:
         return cls(kind=Kind(data.get("kind", "other")), tool=str(data.get("tool", "?")), command=data.get("command"),
                    exit_code=data.get("exit_code"), ok=data.get("ok"), reads=tuple(data.get("reads") or ()),
                    edits=tuple(data.get("edits") or ()), output=str(data.get("output") or ""), at=data.get("at"),
-                   call_id=data.get("call_id"))
+                   call_id=data.get("call_id"), tokens=data.get("tokens"))
 
 
 @dataclass
