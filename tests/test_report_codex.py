@@ -5,7 +5,8 @@ check, an ``apply_patch`` edit: its first productive edit is its 5th tool call),
 then puts src/parser.py back as committed (``git show HEAD:... >``) and ignores
 the checkpoint.  Session 2 plays the scenario again: it re-reads both files,
 unchanged since session 1 ended, runs the same check and makes the same edit:
-exactly 2 re-reads, 1 repeated command, first edit at call 5 (cold 5).
+exactly 2 re-reads, 1 repeated command, first edit at call 5 (cold 5), and
+6 responses of 1,007 tokens to it (the fake server's usage is pinned).
 Session 3 runs one new command only: 0 and 0.  Each wakeup (Codex's developer
 instructions) recalls every probe.
 """
@@ -23,6 +24,7 @@ from tests.test_where_stopped_codex import _log, setup
 __all__ = ["codex_bin", "jail"]
 
 RESTORE = f"git show HEAD:{ts.EDIT} > {ts.EDIT}"
+USAGE_IN = 1000
 
 
 def done_replies(jail: Jail) -> int:
@@ -62,7 +64,8 @@ def test_codex_resumed_sessions_report_exact_re_reads_repeats_and_recall(project
     setup(project, codex_bin)
     jail.start()
     wait_idle(project)
-    jail.call(op="control", checkpoint="ignore")
+    # every response reports 1,000 input tokens and 7 output: the tokens to resume count responses exactly
+    jail.call(op="control", checkpoint="ignore", input_tokens=USAGE_IN)
     scenario(project, jail, 1)
     original = (project.root / ts.EDIT).read_text()
     run(project, jail, RESTORE)
@@ -80,12 +83,15 @@ def test_codex_resumed_sessions_report_exact_re_reads_repeats_and_recall(project
     assert resumed["rereads"] == list(ts.READS) and resumed["repeated"] == [ts.TEST_COMMAND]
     assert (resumed["rereads_count"], resumed["repeated_count"], resumed["breaks_count"]) == (2, 1, 0)
     assert (resumed["actions_to_edit"], resumed["cold_actions_to_edit"]) == (5, 5)
+    assert resumed["tokens_to_edit"] == 6 * (USAGE_IN + 7)  # the wakeup's answer, then one response per call
     assert second["recall"]["recall"] == 1.0
     run(project, jail, "python3 -c 'print(40 + 2)'")
     third = cycle(project)
     fresh = third["stopped"]["resumed"]
     assert (fresh["rereads_count"], fresh["repeated_count"], fresh["actions_to_edit"]) == (0, 0, None)
     report = json.loads(project.agentd("report", "cx", "--json").stdout)
-    assert [(s["session"], s["rereads"], s["repeated"], s["actions_to_edit"], s["recall"]) for s in report["sessions"]] == [
-        (first["new_session"], 2, 1, 5, 1.0), (second["new_session"], 0, 0, None, 1.0), (third["new_session"], None, None, None, 1.0)]
+    assert [(s["session"], s["rereads"], s["repeated"], s["actions_to_edit"], s["tokens_to_edit"], s["recall"])
+            for s in report["sessions"]] == [(first["new_session"], 2, 1, 5, 6 * (USAGE_IN + 7), 1.0),
+                                             (second["new_session"], 0, 0, None, None, 1.0),
+                                             (third["new_session"], None, None, None, None, 1.0)]
     print(project.agentd("report", "cx").stdout)
