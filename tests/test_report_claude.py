@@ -4,7 +4,8 @@ Session 1 plays tests/trail_scenario.py (``Read`` twice, ``TodoWrite``, a failin
 ``Bash``, an ``Edit`` of src/parser.py: its first productive edit is its 5th
 tool call) and ignores the checkpoint.  Session 2 re-reads both files (``cat``,
 unchanged since session 1 ended), runs the same failing check and then writes
-src/parser.py: exactly 2 re-reads, 1 repeated command, first edit at call 4.
+src/parser.py: exactly 2 re-reads, 1 repeated command, first edit at call 4,
+8 responses of 1,009 tokens to it (the fake server's usage is pinned).
 Session 3 goes straight to the file in flight: 0 and 0, first edit at call 1.
 Both wakeups (the system prompt the adapter handed over) recall every probe.
 """
@@ -21,6 +22,7 @@ from tests.conftest import CONSTRAINT, TASK, wait_until
 from tests.test_claude_e2e import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn  # noqa: F401
 
 __all__ = ["claude_bin", "jail"]
+USAGE_IN = 1000
 
 
 def git(root: Path, *args: str) -> str:
@@ -83,7 +85,8 @@ grace = 2
     git(root, "commit", "-q", "-m", "the project")
     project.agentd("reload")
     tmp = jail.control.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"checkpoint": "ignore", "cwd": str(root.resolve())}))
+    # every response reports 1,000 input tokens and 9 output: the tokens to resume count responses exactly
+    tmp.write_text(json.dumps({"checkpoint": "ignore", "cwd": str(root.resolve()), "input_tokens": USAGE_IN}))
     os.replace(tmp, jail.control)
     start_and_first_turn(jail)
     project.agentd("send", "claude", ts.ASK)
@@ -106,12 +109,15 @@ grace = 2
     assert (resumed["rereads_count"], resumed["repeated_count"], resumed["breaks_count"]) == (2, 1, 0)
     assert (resumed["actions_to_edit"], resumed["cold_actions_to_edit"]) == (4, 5)
     assert resumed["seconds_to_edit"] is not None and resumed["seconds_to_edit"] >= 0
+    assert resumed["tokens_to_edit"] == 8 * (USAGE_IN + 9)  # the wakeup's answer, a call and its answer x 3, the Write
     assert second["recall"]["recall"] == 1.0
     say(jail, f"WRITE: {parser} def parse(text):  return text.split()")
     third = cycle(jail)
     straight = third["stopped"]["resumed"]
     assert (straight["rereads_count"], straight["repeated_count"], straight["actions_to_edit"]) == (0, 0, 1)
     report = json.loads(project.agentd("report", "claude", "--json").stdout)
-    assert [(s["session"], s["rereads"], s["repeated"], s["actions_to_edit"], s["recall"]) for s in report["sessions"]] == [
-        (first["new_session"], 2, 1, 4, 1.0), (second["new_session"], 0, 0, 1, 1.0), (third["new_session"], None, None, None, 1.0)]
+    assert [(s["session"], s["rereads"], s["repeated"], s["actions_to_edit"], s["tokens_to_edit"], s["recall"])
+            for s in report["sessions"]] == [(first["new_session"], 2, 1, 4, 8 * (USAGE_IN + 9), 1.0),
+                                             (second["new_session"], 0, 0, 1, 2 * (USAGE_IN + 9), 1.0),
+                                             (third["new_session"], None, None, None, None, 1.0)]
     print(project.agentd("report", "claude").stdout)
