@@ -11,6 +11,7 @@ date by a background thread in the daemon (:mod:`.indexer`), rebuilt by
 :mod:`.turns` (turns, grams, times: pure), :mod:`.sources` (which files, and
 the events of the memory files), :mod:`.transcripts` (a growing transcript,
 a bounded step at a time), :mod:`.index` (SQLite FTS5: update, search),
+:mod:`.search` (a query's candidates and their score),
 :mod:`.indexer` (the thread).
 """
 
