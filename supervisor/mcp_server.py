@@ -31,7 +31,7 @@ SERVER_NAME = "agentd-memory"
 
 
 def _default_target(units_dir: Path | None) -> tuple[str | None, list[str]]:
-    from .config.units import memory_target
+    from .config.target import memory_target
 
     try:
         target = memory_target(units_dir or Path("units"), os.environ)

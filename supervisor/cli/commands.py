@@ -30,21 +30,16 @@ def _refuse_without_units(app: AppContext) -> None:
 
 def _checkpointing(app: AppContext, units: tuple[str, ...]) -> tuple[list[str], float]:
     """The running units a graceful stop or restart checkpoints first, and the longest such checkpoint."""
-    from ..config.units import load_units
-
     try:
-        result = client_call(app.settings, "status", timeout=10.0, units=units_arg(units))
+        result = client_call(app.paths, "status", timeout=10.0, units=units_arg(units))
     except click.ClickException:
         return [], 0.0
-    running = [row["unit"] for row in result.get("units", []) if row.get("state") in ("running", "checkpointing")] \
-        if isinstance(result, dict) else []
-    specs, _errors = load_units(app.settings.units_path)
     names, longest = [], 0.0
-    for name in running:
-        spec = specs.get(name)
-        if spec is not None and spec.checkpoint.enabled and spec.checkpoint.on_stop:
-            names.append(name)
-            longest = max(longest, spec.checkpoint.deadline + spec.checkpoint.grace)
+    for row in result.get("units", []) if isinstance(result, dict) else []:
+        limits = row.get("checkpoint_limits") or {}
+        if row.get("state") in ("running", "checkpointing") and limits.get("on_stop"):
+            names.append(row["unit"])
+            longest = max(longest, limits["deadline"] + limits["grace"])
     return names, longest
 
 
@@ -55,9 +50,9 @@ def _announce(action: str, names: list[str], longest: float) -> None:
 
 
 def _progress(app: AppContext, units: tuple[str, ...]):  # -> Progress
-    from .progress import Progress, deadlines
+    from .progress import Progress
 
-    return Progress(app.settings.socket_path, units_arg(units), deadlines(app.settings.units_path))
+    return Progress(app.paths.socket_path, units_arg(units))
 
 
 def _interrupted(action: str, units: tuple[str, ...], now: bool, doing: list[str] | None = None) -> None:
@@ -137,7 +132,7 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     A graceful stop checkpoints each running agent first.  Ctrl-C stops
     waiting, not the daemon: it goes on stopping (exit code 130).
     """
-    settings = app.settings
+    settings = app.paths
     if not daemon_running(settings):
         click.echo("agentd is not running")
         return
@@ -220,7 +215,7 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
 
     Ctrl-C stops waiting, not the daemon: it goes on restarting (exit code 130).
     """
-    settings = app.settings
+    settings = app.paths
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
     progress = _progress(app, units)
@@ -241,7 +236,7 @@ Examples:
 @pass_app
 def reload(app: AppContext) -> None:
     """Re-read unit files: start new, stop removed, restart changed, keep the rest."""
-    settings = app.settings
+    settings = app.paths
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
     progress = _progress(app, ())
@@ -267,7 +262,7 @@ Examples:
 @pass_app
 def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
     """Clear the failed state of UNITS (and start them if enabled)."""
-    print_result(client_call(app.settings, "reset-failed", units=units_arg(units)))
+    print_result(client_call(app.paths, "reset-failed", units=units_arg(units)))
 
 
 @click.command(epilog="""\b
@@ -287,7 +282,7 @@ def send(app: AppContext, unit: str, text: str, no_enter: bool, raw: bool) -> No
     removed, and several lines go in as one bracketed paste, so what is typed
     is one message and never a key press; --raw is the one way to type keys.
     """
-    result = client_call(app.settings, "send", unit=unit, text=text, enter=not (no_enter or raw), raw=raw)
+    result = client_call(app.paths, "send", unit=unit, text=text, enter=not (no_enter or raw), raw=raw)
     assert isinstance(result, dict)
     if result.get("delivered") == "queued":
         click.echo(f"queued (position {result['position']}): {result['note']}")
@@ -319,7 +314,7 @@ def attach(app: AppContext, unit: str, read_only: bool, raw: bool) -> None:
     if raw:
         click.echo(RAW_WARNING, err=True)
     try:
-        code = run_attach(app.settings.socket_path, unit, read_only, raw=raw)
+        code = run_attach(app.paths.socket_path, unit, read_only, raw=raw)
     except AttachError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
@@ -332,7 +327,7 @@ Examples:
 @pass_app
 def checkpoint(app: AppContext, unit: str) -> None:
     """Run a checkpoint cycle on UNIT now: prompt, verify the flush, fresh session with the wakeup."""
-    record = client_call(app.settings, "checkpoint", timeout=None, unit=unit)
+    record = client_call(app.paths, "checkpoint", timeout=None, unit=unit)
     assert isinstance(record, dict)
     from .timeline import render_timeline
 
@@ -392,7 +387,7 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
     from ..durable import read_jsonl
     from .render import render_violations
 
-    rows = [r for r in read_jsonl(app.settings.state_path / "violations.jsonl")
+    rows = [r for r in read_jsonl(app.paths.state_path / "violations.jsonl")
             if unit is None or r.get("unit") == unit or unit in (r.get("candidates") or [])]
     if as_json:
         for rec in rows:

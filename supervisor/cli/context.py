@@ -21,7 +21,8 @@ from .quickpaths import quick_paths as _quick_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
-    from ..config.units import MemoryTarget, UnitSpec
+    from ..config.target import MemoryTarget
+    from ..config.units import UnitSpec
 
 
 class AppContext:
@@ -114,16 +115,21 @@ def memory_errors() -> Iterator[None]:
         raise click.ClickException(str(exc)) from None
 
 
-def current_settings() -> Settings:
-    """The settings of the running ``agentd`` command."""
+def _app() -> AppContext:
     app = click.get_current_context().find_object(AppContext)
     if app is None:  # pragma: no cover - only when called outside the agentd group
         raise click.ClickException("internal: no agentd context")
-    return app.settings
+    return app
+
+
+def current_settings() -> Settings:
+    """The settings of the running ``agentd`` command."""
+    return _app().settings
 
 
 def project_root() -> Path:
-    return current_settings().project_root
+    """The project's root, without the full settings when the configuration is plain."""
+    return _app().paths.project_root
 
 
 def unit_spec(name: str) -> UnitSpec:
@@ -137,12 +143,12 @@ def unit_spec(name: str) -> UnitSpec:
 
 
 def resolve_target(module: str | None, global_: bool, scope: Sequence[str] = ()) -> MemoryTarget:
-    """The module rule (:func:`supervisor.config.units.memory_target`), with CLI errors."""
-    from ..config.units import memory_target
+    """The module rule (:func:`supervisor.config.target.memory_target`), with CLI errors."""
+    from ..config.target import memory_target
 
     if global_ and module:
         raise click.UsageError("--module and --global exclude each other")
     try:
-        return memory_target(current_settings().units_path, os.environ, module, global_, scope)
+        return memory_target(_app().paths.units_path, os.environ, module, global_, scope)
     except Exception as exc:  # noqa: BLE001 - a unit file that cannot be loaded
         raise click.ClickException(f"unit {os.environ.get('AGENTD_UNIT')!r}: {exc}") from None

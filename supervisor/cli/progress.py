@@ -52,22 +52,17 @@ def flush_line(cycle: dict[str, Any]) -> str:
     return f"checkpoint {flush}"
 
 
-def deadlines(units_path: Path) -> dict[str, float]:
-    """Each unit's checkpoint deadline (what "up to N s" says)."""
-    from ..config.units import load_units
-
-    try:
-        specs, _errors = load_units(units_path)
-    except Exception:  # noqa: BLE001 - progress is a courtesy: no figure then
-        return {}
-    return {name: spec.checkpoint.deadline for name, spec in specs.items()}
+def deadline(row: dict[str, Any]) -> float | None:
+    """A status row's checkpoint deadline (what "up to N s" says), None without checkpoints."""
+    limits = row.get("checkpoint_limits") or {}
+    return limits.get("deadline")
 
 
 class Progress:
     """Print each unit's steps while ``with Progress(...)`` runs (see the module docstring)."""
 
-    def __init__(self, socket_path: Path, units: list[str] | None, deadlines: dict[str, float]) -> None:
-        self.socket_path, self.units, self.deadlines = socket_path, units, deadlines
+    def __init__(self, socket_path: Path, units: list[str] | None) -> None:
+        self.socket_path, self.units = socket_path, units
         self.last: dict[str, str] = {}
         self.cycles: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -112,7 +107,7 @@ class Progress:
         if unit in self.cycles and cycle.get("started") and cycle.get("started") != self.cycles[unit]:
             click.echo(f"{unit}: {flush_line(cycle)}", err=True)
         self.cycles[unit] = cycle.get("started")
-        text = step(row, self.deadlines.get(unit))
+        text = step(row, deadline(row))
         if text and self.last.get(unit) != text:
             if unit in self.last or row.get("state") not in ("running", "inactive"):
                 click.echo(f"{unit}: {text}", err=True)

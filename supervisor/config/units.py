@@ -36,7 +36,6 @@ import re
 import shutil
 import sys
 import tomllib
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -449,44 +448,3 @@ def start_order(specs: dict[str, UnitSpec]) -> list[str]:
     for name in sorted(specs):
         visit(name)
     return order
-
-
-@dataclass(frozen=True)
-class MemoryTarget:
-    """Where a memory command (CLI or MCP tool) acts: module (None = global), scope globs, the unit they came from."""
-
-    module: str | None
-    scope: tuple[str, ...] = ()
-    unit: str | None = None
-
-
-def memory_target(units_dir: Path, environ: Mapping[str, str], module: str | None = None,
-                  global_: bool = False, scope: Sequence[str] = ()) -> MemoryTarget:
-    """The one rule for which module a memory command writes to.
-
-    ``--module M`` (``global`` = the global log) or ``--global``, else
-    ``$AGENTD_MODULE``, else the module of the unit named by ``$AGENTD_UNIT``
-    (and its scope), else the global log.  Raises :class:`UnitLoadError` when
-    ``$AGENTD_UNIT`` names a unit whose file cannot be loaded.
-    """
-    if global_:
-        return MemoryTarget(None, tuple(scope))
-    if module:
-        return MemoryTarget(None if module == "global" else module, tuple(scope))
-    env_module = environ.get("AGENTD_MODULE", "").strip()
-    unit = environ.get("AGENTD_UNIT", "").strip()
-    spec = None
-    if unit:
-        try:
-            spec = load_unit(units_dir, unit)
-        except (UnitLoadError, ValueError):
-            if not env_module:
-                raise
-    if env_module:
-        module = None if env_module == "global" else env_module
-        # the unit's own scope when the module is the unit's (an agent's decide hashes its scope, not the project)
-        own = spec is not None and spec.module == module
-        return MemoryTarget(module, tuple(scope) or (spec.scope.paths if own and spec else ()), unit if own else None)
-    if spec is not None:
-        return MemoryTarget(spec.module, tuple(scope) or spec.scope.paths, unit)
-    return MemoryTarget(None, tuple(scope))

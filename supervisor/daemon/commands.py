@@ -192,7 +192,21 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "schedule": schedule,
         "sandbox": _sandbox(unit),
         "frozen": unit.watch.frozen if driver or unit.busy else None,
+        "checkpoint_limits": _checkpoint_limits(unit),
     }
+
+
+def _checkpoint_limits(unit: UnitSupervisor) -> dict[str, Any] | None:
+    """The loaded spec's checkpoint bounds (what "up to N s" says), None when checkpoints are off.
+
+    The command line shows them while it waits on a stop, restart or reload,
+    from this answer rather than by parsing unit files itself: the daemon's copy
+    is the one it acts on, and the command starts without the settings.
+    """
+    cp = unit.spec.checkpoint
+    if not cp.enabled:
+        return None
+    return {"deadline": cp.deadline, "grace": cp.grace, "on_stop": cp.on_stop}
 
 
 def _sandbox(unit: UnitSupervisor) -> dict[str, Any] | None:
