@@ -62,3 +62,4 @@ def _texts(request: dict) -> list[str]:
     for item in request["body"].get("input") or []:
         content = item.get("content")
         out += [content] if isinstance(content, str) else [str(c.get("text") or "") for c in content or [] if isinstance(c, dict)]
+    return out
