@@ -34,6 +34,9 @@ AGENTD = [sys.executable, "-m", "supervisor"]
 BIN_DIR = str(Path(sys.executable).parent)
 REPO = Path(__file__).resolve().parent.parent
 
+# fixtures shared by name, each defined once in the whole suite (the Codex and Claude `jail` are imported instead)
+pytest_plugins = ["tests.browser_fixtures"]
+
 
 # --------------------------------------------------------------------------- bytecode
 

@@ -2,7 +2,7 @@
 
 Nothing leaves the machine: the daemon, Codex and the fake Responses server
 (tests/fake_responses.py) run inside a user + network namespace that has only
-loopback (tests/codex_jail.py).  The test itself stays outside and talks to
+loopback (tests/codex_jail.py; the fixtures: tests/codex_fixtures.py).  The test itself stays outside and talks to
 the daemon through its control socket, a filesystem object reachable from any
 network namespace (the namespace maps our uid to its root, so the socket's
 SO_PEERCRED check sees the same uid on both sides).
@@ -18,135 +18,30 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from supervisor.adapters.codex import KICKOFF
-from tests.agent_clis import find_codex
+from tests.codex_fixtures import PORT, Jail, codex_bin, jail, wait_idle  # noqa: F401 - fixtures
 from tests.conftest import (
     Project,
     alive,
-    clean_env,
-    hold_net_namespace,
     processes_in_namespace,
     processes_of,
     wait_until,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-PORT = 8080  # a fresh network namespace per test: always free
+__all__ = ["codex_bin", "jail"]
+
 WINDOW = 100_000  # the model's window agentd tells Codex ([codex] model_context_window)
 AGENT_WINDOW = 95_000  # Codex reports 95 % of it in token_count: the window agentd uses
 DECISION = "Keep the parser API stable for v2 clients"
 CONSTRAINT = "Never drop the users table."
-
-
-def _namespace_problem() -> str | None:
-    if not shutil.which("unshare") or not shutil.which("ip"):
-        return "unshare or ip is missing (util-linux, iproute2)"
-    probe = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up && echo ok"], capture_output=True, text=True)
-    if probe.stdout.strip() != "ok":
-        return f"user+network namespaces are not available: {probe.stderr.strip()}"
-    return None
-
-
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    binary, reason = find_codex()
-    problem = reason if binary is None else _namespace_problem()
-    if problem:
-        pytest.skip(problem)
-    assert binary is not None
-    return binary
-
-
-class Jail:
-    """The namespace with the fake server and the daemon; ``call`` talks to the helper."""
-
-    def __init__(self, project: Project, tmp: Path) -> None:
-        self.project = project
-        self.control = tmp / "jail.sock"
-        self.log = tmp / "requests.jsonl"
-        self.out = tmp / "daemon.out"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.namespace = ""
-        self.namespace_fd = -1
-
-    def start(self) -> None:
-        argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "jail", sys.executable,
-                str(REPO / "tests" / "codex_jail.py"), "--root", str(self.project.root), "--port", str(PORT),
-                "--control", str(self.control), "--log", str(self.log), "--daemon-log", str(self.out)]
-        env = clean_env(PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen(argv, cwd=self.project.root, env=env, stdin=subprocess.DEVNULL)
-        wait_until(lambda: self.control.exists() and self.call(op="ping"), 30, what="the jail helper")
-        # unshare and sh exec'd: the helper is that pid; the fd keeps the namespace's number ours
-        self.namespace, self.namespace_fd = hold_net_namespace(self.proc.pid)
-        wait_until(lambda: self.project.agentd("status", check=False).returncode == 0, 60,
-                   what=f"the daemon in the namespace ({self.out.read_text(errors='replace')[-2000:] if self.out.exists() else ''})")
-
-    def call(self, **req: Any) -> dict[str, Any] | None:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(10)
-                sock.connect(str(self.control))
-                sock.sendall(json.dumps(req).encode() + b"\n")
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-            return json.loads(data)
-        except OSError:
-            return None
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    # -- what the model server saw --------------------------------------------------
-    def requests(self) -> list[dict[str, Any]]:
-        """The main threads' turn requests (not the title side request), oldest first."""
-        out = []
-        if not self.log.exists():
-            return out
-        for line in self.log.read_text().splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            body = item.get("body")
-            if item.get("method") != "POST" or not str(item.get("path", "")).endswith("/responses") or not isinstance(body, dict):
-                continue
-            if ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema":
-                continue  # the TUI's title request
-            out.append(item)
-        return out
-
-    def first_requests(self) -> list[dict[str, Any]]:
-        """The first request of each Codex thread (one per session), oldest first."""
-        seen: dict[str, dict[str, Any]] = {}
-        for item in self.requests():
-            thread = str((item.get("meta") or {}).get("thread_id") or item.get("seq"))
-            seen.setdefault(thread, item)
-        return list(seen.values())
 
 
 def user_messages(request: dict[str, Any]) -> list[str]:
@@ -222,35 +117,12 @@ ready_timeout = 60
     )
 
 
-@pytest.fixture
-def jail(project: Project, tmp_path: Path, codex_bin: Path) -> Iterator[Jail]:
-    j = Jail(project, tmp_path)
-    try:
-        yield j
-    finally:
-        project.cleanup()
-        j.stop()
-        try:
-            leftovers = processes_in_namespace(j.namespace) if j.namespace else []
-            for proc in leftovers:
-                proc.kill()
-            assert not leftovers, f"processes left behind in the jail: {[(p.pid, p.info['cmdline']) for p in leftovers]}"
-        finally:
-            if j.namespace_fd >= 0:
-                os.close(j.namespace_fd)
-
-
 def _live(proc: psutil.Process) -> bool:
     """Not ended: a dead orphan can show as a zombie for a moment (PID 1 here reaps late)."""
     try:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def wait_idle(project: Project, timeout: float = 60) -> dict[str, Any]:
-    return wait_until(lambda: (r := project.unit_status("cx")) and r["state"] == "running" and r["turn"] == "idle" and r,
-                      timeout, interval=0.1, what="codex to be running and idle")
 
 
 # ------------------------------------------------------------------------------------------ scenarios

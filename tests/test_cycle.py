@@ -3,59 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from supervisor.continuity import cycle
 from supervisor.continuity.policy import After, Trigger
 from supervisor.daemon.lifecycle import UnitState
-from tests.daemon_fakes import FakeClock, FakeDriver, FakeKeeper, FakeMemory
-
-
-class FakeHost:
-    def __init__(self, clock: FakeClock, memory: FakeMemory, respawn_problem: str | None = None) -> None:
-        self.clock = clock
-        self.memory = memory
-        self.states: list[UnitState] = []
-        self.activities: list[str | None] = []
-        self.marks: list[dict[str, Any] | None] = []
-        self.ended = 0
-        self.stopped_why: str | None = None
-        self.respawn_problem = respawn_problem
-        self.fresh: FakeDriver | None = None
-        self.on_pause = lambda: None
-
-    def set_state(self, state: UnitState, reason: str) -> None:
-        self.states.append(state)
-
-    def set_activity(self, text: str | None) -> None:
-        self.activities.append(text)
-
-    async def pause(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-        self.on_pause()
-        await asyncio.sleep(0)
-
-    async def mark(self, marker: dict[str, Any] | None) -> None:
-        self.marks.append(marker)
-
-    async def delivered(self) -> str | None:
-        return "delivered via first-message" if self.fresh else None
-
-    async def end_session(self) -> None:
-        self.ended += 1
-
-    def stopped(self, why: str) -> None:
-        self.stopped_why = why
-
-    async def respawn(self, why: str) -> tuple[FakeDriver | None, str | None, int | None]:
-        if self.respawn_problem:
-            return None, self.respawn_problem, None
-        self.fresh = FakeDriver(self.clock)
-        return self.fresh, None, 123
-
-
-def plan(after: After = After.RESPAWN, deadline: float = 60.0, grace: float = 5.0) -> cycle.Plan:
-    return cycle.Plan(Trigger.COMMAND, "write your notes", after, deadline=deadline, grace=grace, why="stop command")
+from tests.daemon_fakes import (
+    FakeClock,
+    FakeDriver,
+    FakeHost,
+    FakeKeeper,
+    FakeMemory,
+    plan,
+)
 
 
 def test_a_verified_flush_respawns_and_records_the_ratio() -> None:

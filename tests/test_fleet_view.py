@@ -25,7 +25,6 @@ from supervisor.config.fleet import FleetSettings, Peer
 from supervisor.config.settings import SettingsError, load_settings
 from supervisor.web.fleet import FleetWatch, PeerView, fetch_peer, merge
 from tests.conftest import Project, wait_until
-from tests.test_web_browser import browser, page  # noqa: F401 - chromium fixtures (tests/install_browser.sh)
 from tests.web_fixtures import Dashboard, start_dashboard
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]

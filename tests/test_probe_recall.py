@@ -20,8 +20,14 @@ from supervisor.report import gather
 from supervisor.report import probes as pr
 from supervisor.trail.model import Action, Kind, Trail
 from tests.conftest import CONSTRAINT, TASK, Project
-from tests.daemon_fakes import FakeClock, FakeDriver, FakeKeeper, FakeMemory
-from tests.test_cycle import FakeHost, plan
+from tests.daemon_fakes import (
+    FakeClock,
+    FakeDriver,
+    FakeHost,
+    FakeKeeper,
+    FakeMemory,
+    plan,
+)
 
 MODULE_DECISION = "parse empty input to an empty list"
 GLOBAL_DECISION = "freeze the wire format at v2"

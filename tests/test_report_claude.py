@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 
 from tests import trail_scenario as ts
+from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn  # noqa: F401
 from tests.conftest import CONSTRAINT, TASK, wait_until
-from tests.test_claude_e2e import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn  # noqa: F401
 
 __all__ = ["claude_bin", "jail"]
 USAGE_IN = 1000

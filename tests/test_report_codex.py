@@ -17,9 +17,8 @@ import json
 from pathlib import Path
 
 from tests import trail_scenario as ts
+from tests.codex_fixtures import Jail, codex_bin, jail, log, setup_trail, wait_idle  # noqa: F401 - fixtures
 from tests.conftest import Project, wait_until
-from tests.test_codex_e2e import Jail, codex_bin, jail, wait_idle  # noqa: F401 - fixtures
-from tests.test_where_stopped_codex import _log, setup
 
 __all__ = ["codex_bin", "jail"]
 
@@ -28,7 +27,7 @@ USAGE_IN = 1000
 
 
 def done_replies(jail: Jail) -> int:
-    return sum(1 for r in _log(jail) if ts.DONE in json.dumps(r.get("reply")))
+    return sum(1 for r in log(jail) if ts.DONE in json.dumps(r.get("reply")))
 
 
 def scenario(project: Project, jail: Jail, runs: int) -> None:
@@ -39,7 +38,7 @@ def scenario(project: Project, jail: Jail, runs: int) -> None:
 
 
 def tool_answers(jail: Jail) -> int:
-    return sum(1 for r in _log(jail) if "DONE: tool ran" in json.dumps(r.get("reply")))
+    return sum(1 for r in log(jail) if "DONE: tool ran" in json.dumps(r.get("reply")))
 
 
 def run(project: Project, jail: Jail, command: str) -> None:
@@ -61,7 +60,7 @@ def cycle(project: Project) -> dict:
 
 
 def test_codex_resumed_sessions_report_exact_re_reads_repeats_and_recall(project: Project, jail: Jail, codex_bin: Path) -> None:
-    setup(project, codex_bin)
+    setup_trail(project, codex_bin)
     jail.start()
     wait_idle(project)
     # every response reports 1,000 input tokens and 7 output: the tokens to resume count responses exactly

@@ -1,48 +1,17 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright, against a real daemon.
 
-tests/install_browser.sh installs chromium (the README's test command runs it);
-Playwright is pointed at that binary, never at a browser of its own.  We run
-as root, hence ``--no-sandbox``.
+The ``browser`` and ``page`` fixtures (chromium from tests/install_browser.sh,
+``--no-sandbox`` as root) are tests/browser_fixtures.py's, a plugin of tests/conftest.py.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 
-import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from tests.conftest import Project, wait_until
 from tests.web_fixtures import PLANTED, Dashboard, dashboard  # noqa: F401 - the fixture
-
-CHROMIUM = os.environ.get("AGENTD_CHROMIUM", "/usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: run tests/install_browser.sh (the README's test command does)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield pg
-    finally:
-        context.close()
-    assert not errors, errors
 
 
 def card(page: Page, unit: str):  # noqa: ANN201 - a Playwright Locator

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from supervisor.adapters.claude import KICKOFF
 from tests import trail_scenario as ts
+from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, last_user_text, start_and_first_turn  # noqa: F401
 from tests.conftest import wait_until
-from tests.test_claude_e2e import API_KEY, PORT, Jail, claude_bin, jail, last_user_text, start_and_first_turn  # noqa: F401
 
 __all__ = ["claude_bin", "jail"]
 
