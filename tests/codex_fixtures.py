@@ -30,6 +30,7 @@ from tests.agent_clis import find_codex
 from tests.conftest import (
     Project,
     clean_env,
+    git,
     hold_net_namespace,
     processes_in_namespace,
     wait_until,
@@ -159,9 +160,6 @@ def wait_idle(project: Project, timeout: float = 60) -> dict[str, Any]:
     return wait_until(lambda: (r := project.unit_status("cx")) and r["state"] == "running" and r["turn"] == "idle" and r,
                       timeout, interval=0.1, what="codex to be running and idle")
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def setup_trail(project: Project, binary: Path) -> None:

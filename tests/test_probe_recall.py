@@ -8,7 +8,6 @@ recall from what the adapter delivered.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 from supervisor.adapters.base import Launch
@@ -19,7 +18,7 @@ from supervisor.memory.decisions import record_decision
 from supervisor.report import gather
 from supervisor.report import probes as pr
 from supervisor.trail.model import Action, Kind, Trail
-from tests.conftest import CONSTRAINT, TASK, Project
+from tests.conftest import CONSTRAINT, Project, TASK, git
 from tests.daemon_fakes import (
     FakeClock,
     FakeDriver,
@@ -57,9 +56,6 @@ def test_delivered_text_is_the_first_message_or_the_wakeup_file_the_agent_was_gi
     assert pr.delivered_text(Launch(["x"], env={"AGENTD_WAKEUP_FILE": str(wakeup)}, wakeup_via="none")) is None
     assert pr.delivered_text(None) is None
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def kept_project(project: Project) -> tuple[Path, UnitKeeper]:

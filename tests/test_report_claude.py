@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from tests import trail_scenario as ts
 from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn  # noqa: F401
-from tests.conftest import CONSTRAINT, TASK, wait_until
+from tests.conftest import CONSTRAINT, TASK, git, wait_until
 
 __all__ = ["claude_bin", "jail"]
 USAGE_IN = 1000
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def idle(jail: Jail) -> None:

@@ -11,16 +11,11 @@ for both wakeups.
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
-from tests.conftest import Project, wait_until
+from tests.conftest import Project, git, wait_until
 
 CHECK = "python3 tests/check.py"
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def idle(project: Project) -> dict:

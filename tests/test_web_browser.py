@@ -10,7 +10,7 @@ import time
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Project, wait_until
+from tests.conftest import wait_until
 from tests.web_fixtures import PLANTED, Dashboard, dashboard  # noqa: F401 - the fixture
 
 

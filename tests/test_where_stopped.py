@@ -7,16 +7,12 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
-from tests.conftest import Project, wait_until
+from tests.conftest import Project, git, wait_until
 
 FAILING = "python3 -c 'import sys; print(\"FAIL: parser rejects empty input\"); sys.exit(3)'"
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def checkout(root: Path) -> tuple[str, str, str]:

@@ -13,19 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from supervisor.adapters.claude import KICKOFF
 from tests import trail_scenario as ts
 from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, last_user_text, start_and_first_turn  # noqa: F401
-from tests.conftest import wait_until
+from tests.conftest import git, wait_until
 
 __all__ = ["claude_bin", "jail"]
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def checkout(root: Path) -> tuple[str, str, str]:
