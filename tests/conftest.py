@@ -50,11 +50,33 @@ def pytest_configure(config: pytest.Config) -> None:
     module it imported from source again: about 1 CPU-second per daemon or CLI
     start.  The flag only stops writing: compiled files are still read.
     """
+    sys.dont_write_bytecode = False  # and pytest keeps the test modules it rewrote, for the next worker
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller compiled it before it started the workers
     import compileall
 
     compileall.compile_dir(str(REPO / "supervisor"), quiet=1, workers=1)
+
+
+#: Modules whose tests take half a minute or more (real agent CLIs, random kill rounds, long waits on
+#: a schedule).  They run first, so that three test processes do not end with one of them alone on a long
+#: test while the others are idle.
+LONG_FIRST = (
+    "test_report_claude.py", "test_report_codex.py", "test_where_stopped_claude.py", "test_where_stopped_codex.py",
+    "test_claude_e2e.py", "test_codex_e2e.py", "test_continuity.py", "faults/test_checkpoint_kills.py",
+    "faults/test_daemon_kills.py", "faults/test_decide_kills.py", "memory/test_concurrency.py", "memory/test_sync.py",
+    "test_probe_recall_daemon.py", "test_logs.py", "test_export_k8s.py", "test_initd.py", "test_orchestration.py",
+    "test_fleet_view.py", "test_report_fakeagent.py", "test_cli_pm2.py", "test_containment_daemon.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long modules first (:data:`LONG_FIRST`), each in its own order; the rest as collected."""
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the same order in every worker
 
 
 # --------------------------------------------------------------------------- CI: no skips
