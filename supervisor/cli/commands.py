@@ -23,7 +23,7 @@ def _refuse_without_units(app: AppContext) -> None:
     """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
     from .project import units_problem
 
-    problem = units_problem(app.settings, app.where)
+    problem = units_problem(app.paths, app.where)
     if problem:
         raise click.ClickException(f"not starting: {problem}")
 
@@ -83,7 +83,7 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
 
     Refuses when the project has no unit file (`agentd init` writes an example).
     """
-    settings = app.settings
+    settings = app.settings if foreground else app.paths  # a daemon in this process needs them all
     if foreground or not daemon_running(settings):
         _refuse_without_units(app)
     if foreground:

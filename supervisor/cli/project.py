@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config.paths import Location
+    from ..config.paths import Location, PlainPaths
     from ..config.settings import Settings
 
 
-def units_problem(settings: Settings, where: Location) -> str | None:
+def units_problem(settings: Settings | PlainPaths, where: Location) -> str | None:
     """Why there is nothing to start (several lines: what, where the project came from, how to fix), or None."""
-    from ..config.units import EXAMPLE_SUFFIX, unit_files
+    from ..config.unitfile import EXAMPLE_SUFFIX, unit_files
 
     units = settings.units_path
     if unit_files(units):

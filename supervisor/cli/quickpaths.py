@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..config.paths import DEFAULT_STATE_DIR, ENV_PREFIX, PROJECT_ENV, PlainPaths, locate
+from ..config.paths import DEFAULT_START_TIMEOUT, DEFAULT_STATE_DIR, ENV_PREFIX, PROJECT_ENV, PlainPaths, locate
 
 _PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_format": ("json", "console"),
                "log_level": ("debug", "info", "warning", "error"), "stop_timeout": float, "start_timeout": float,
@@ -56,4 +56,4 @@ def quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
         if not all(_plain(k, v) for k, v in data.items()):
             return None
     return PlainPaths(where.project_root(data.get("project_root")), Path(data.get("state_dir", DEFAULT_STATE_DIR)),
-                      Path(data.get("units_dir", "units")))
+                      Path(data.get("units_dir", "units")), float(data.get("start_timeout", DEFAULT_START_TIMEOUT)))

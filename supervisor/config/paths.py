@@ -29,6 +29,8 @@ from pathlib import Path
 ENV_PREFIX = "AGENTD_"
 DEFAULT_CONFIG = Path("etc") / "agentd.toml"
 DEFAULT_STATE_DIR = Path(".agentd")
+#: Seconds `agentd start` waits for the new daemon's socket (settings: start_timeout).
+DEFAULT_START_TIMEOUT = 30.0
 #: A folder holding one of these (as a directory) is a project root.
 PROJECT_MARKERS = ("units", ".agent", ".agentd")
 #: Environment variables that name the project, in precedence order.
@@ -172,7 +174,9 @@ def short_socket_path(state: Path) -> Path:
 class PlainPaths(StatePaths):
     """:class:`StatePaths` from plain values (the client's fast path)."""
 
-    def __init__(self, project_root: Path, state_dir: Path, units_dir: Path = Path("units")) -> None:
+    def __init__(self, project_root: Path, state_dir: Path, units_dir: Path = Path("units"),
+                 start_timeout: float = DEFAULT_START_TIMEOUT) -> None:
         self.project_root = project_root
         self.state_dir = state_dir
         self.units_dir = units_dir
+        self.start_timeout = start_timeout

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .paths import ENV_PREFIX, StatePaths, discover_root, locate
+from .paths import DEFAULT_START_TIMEOUT, ENV_PREFIX, StatePaths, discover_root, locate
 from .fleet import FleetSettings
 from .web import WebSettings
 
@@ -60,7 +60,7 @@ class Settings(StatePaths, BaseSettings):
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     stop_timeout: float = Field(default=10.0, gt=0, description="default seconds between SIGTERM and SIGKILL")
-    start_timeout: float = Field(default=30.0, gt=0, description="seconds `agentd start` waits for the socket")
+    start_timeout: float = Field(default=DEFAULT_START_TIMEOUT, gt=0, description="seconds `agentd start` waits for the socket")
     status_interval: float = Field(default=2.0, gt=0, description="seconds between CPU/RSS samples of agents")
     only_units: tuple[str, ...] = Field(
         default=(), description="load only these units (`agentd run-unit UNIT`: one unit, one daemon, one service)")

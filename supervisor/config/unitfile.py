@@ -88,3 +88,14 @@ def read_unit_text(path: Path, limit: int = MAX_UNIT_BYTES) -> str:
     if size > limit:
         raise UnitFileError(f"more than the {limit} byte limit of a unit file")
     return b"".join(chunks).decode("utf-8")
+
+
+#: Unit files that are examples: listed, never loaded.
+EXAMPLE_SUFFIX = ".example.toml"
+
+
+def unit_files(units_dir: Path) -> list[Path]:
+    """The files :func:`load_units` reads: every ``*.toml`` in ``units_dir`` but examples, sorted."""
+    if not units_dir.is_dir():
+        return []
+    return [p for p in sorted(units_dir.glob("*.toml")) if not p.name.endswith(EXAMPLE_SUFFIX)]

@@ -44,11 +44,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .agent_sections import ClaudeSection, CodexSection, FreezeSection
 from .resources import ResourcesSection
-from .unitfile import UnitFileError, read_unit_text
+from .unitfile import EXAMPLE_SUFFIX, UnitFileError, read_unit_text, unit_files  # noqa: F401 - re-exported
 
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-EXAMPLE_SUFFIX = ".example.toml"
 
 
 def module_name(value: str) -> str:
@@ -405,13 +404,6 @@ def load_unit(units_dir: Path, name: str, project_root: Path | None = None) -> U
     if not os.path.lexists(path):
         raise UnitLoadError(UnitError(path, "no such unit file"))
     return parse_unit(path, project_root=project_root)
-
-
-def unit_files(units_dir: Path) -> list[Path]:
-    """The files :func:`load_units` reads: every ``*.toml`` in ``units_dir`` but examples, sorted."""
-    if not units_dir.is_dir():
-        return []
-    return [p for p in sorted(units_dir.glob("*.toml")) if not p.name.endswith(EXAMPLE_SUFFIX)]
 
 
 def load_units(units_dir: Path, project_root: Path | None = None) -> tuple[dict[str, UnitSpec], list[UnitError]]:

@@ -22,12 +22,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..control.client import ControlError, DaemonNotRunning, call
 from ..session.process import ProcessRecord
 from .pidfile import is_locked
-from ..config.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover - the command line's `start` loads no pydantic
+    from ..config.paths import PlainPaths
+    from ..config.settings import Settings
 
 
 class DaemonStartError(Exception):
@@ -63,7 +66,7 @@ def _last_error(settings: Settings) -> str | None:
     return None
 
 
-def spawn_daemon(settings: Settings, config: Path | None) -> int:
+def spawn_daemon(settings: Settings | PlainPaths, config: Path | None) -> int:
     state = settings.state_path
     state.mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o700)
