@@ -348,28 +348,21 @@ def notify(unit_name: str, payload: str | None) -> None:
     agent (a hook's output) is printed.  Never fails the agent: problems go to
     stderr and the exit code stays 0.
     """
-    import json
     import os
 
-    from ..control.client import call
+    from .notify import forward
 
-    raw = payload if payload is not None else sys.stdin.read()
-    try:
-        event = json.loads(raw) if raw.strip() else {}
-        if not isinstance(event, dict):
-            raise ValueError("not a JSON object")
-    except ValueError as exc:
-        click.echo(f"agentd notify: payload is not a JSON object: {exc}", err=True)
-        return
     socket_path = os.environ.get("AGENTD_SOCKET")
     try:
-        path = Path(socket_path) if socket_path else click.get_current_context().find_object(AppContext).settings.socket_path
-        reply = call(path, "agent-event", timeout=20.0, unit=unit_name, session=os.environ.get("AGENTD_SESSION"), event=event)
+        path = Path(socket_path) if socket_path else click.get_current_context().find_object(AppContext).paths.socket_path
     except Exception as exc:  # noqa: BLE001 - an agent's hook must never break on agentd
         click.echo(f"agentd notify: {exc}", err=True)
         return
-    if isinstance(reply, dict) and reply.get("output"):
-        click.echo(reply["output"])
+    output, problem = forward(unit_name, payload if payload is not None else sys.stdin.read(), path)
+    if problem:
+        click.echo(problem, err=True)
+    if output:
+        click.echo(output)
 
 
 @click.command(epilog="""\b
