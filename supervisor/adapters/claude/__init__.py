@@ -16,7 +16,9 @@ Launch (:mod:`.setup`)
     starts the first turn at once.
 Environment
     Offline-friendly: ``DISABLE_AUTOUPDATER``, ``DISABLE_TELEMETRY``,
-    ``DISABLE_ERROR_REPORTING``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``
+    ``DISABLE_ERROR_REPORTING``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``,
+    ``CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL`` (2.1.x cloned the plugin
+    marketplace from GitHub at every start), ``CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL``
     (each unless the unit's ``[agent] env`` sets it).  ``CLAUDE_CONFIG_DIR``: when
     the unit's ``[agent] env`` names one (a person's own login), it is used as
     it is; otherwise agentd keeps a private one in ``<state>/claude/<unit>/``

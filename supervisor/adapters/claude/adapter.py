@@ -53,6 +53,9 @@ OFFLINE_ENV = {
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    # an unattended agent clones no plugin marketplace from GitHub and installs no IDE extension at start
+    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+    "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
 }
 
 
