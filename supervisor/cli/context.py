@@ -127,9 +127,14 @@ def current_settings() -> Settings:
     return _app().settings
 
 
+def current_paths() -> Settings | PlainPaths:
+    """The running command's state paths, without the full settings when the configuration is plain."""
+    return _app().paths
+
+
 def project_root() -> Path:
     """The project's root, without the full settings when the configuration is plain."""
-    return _app().paths.project_root
+    return current_paths().project_root
 
 
 def unit_spec(name: str) -> UnitSpec:

@@ -265,7 +265,7 @@ def logs(app: AppContext, unit: str | None, lines: int, follow: bool, raw: bool,
         raise click.ClickException(f"session id {session!r} is not valid")
     if as_json:
         return show_all(app.paths.transcripts_path, lines, follow, True, only=unit)
-    directory = app.settings.transcripts_path / unit
+    directory = app.paths.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
     if session is not None:
         path = directory / f"{session}{suffix}"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from .context import current_paths as _paths
 from .context import current_settings, memory_errors, project_root, resolve_target, unit_spec
 
 
@@ -40,7 +41,7 @@ def init() -> None:
     from ..memory import AgentPaths, init_store
     from ..memory.scaffold import ignore_state_dir
 
-    settings = current_settings()
+    settings = _paths()
     root = settings.project_root
     with memory_errors():
         created = init_store(root)
@@ -99,7 +100,7 @@ def _tell_daemon(cmd: str, **args: object) -> object:
     from ..control.client import call
 
     socket_path = os.environ.get("AGENTD_SOCKET")
-    path = Path(socket_path) if socket_path else current_settings().socket_path
+    path = Path(socket_path) if socket_path else _paths().socket_path
     if not path.exists():
         return None
     try:

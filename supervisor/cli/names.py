@@ -40,7 +40,7 @@ def unknown_unit(name: str, known: list[str]) -> str:
 
 def check_unit(paths: Any, name: str) -> None:
     """A ClickException unless ``name`` is a known unit (``paths``: the settings or the plain paths)."""
-    from ..config.units import valid_name
+    from ..config.unitfile import valid_name
 
     known = known_units(paths.units_path, paths.state_path)
     if name in known:

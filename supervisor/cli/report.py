@@ -37,16 +37,16 @@ def report(app: AppContext, unit: str | None, as_json: bool, since: str | None) 
     every hard constraint, looked for in what the adapter delivered).  A recall
     below 1 is flagged with the missing probes.
     """
-    from ..config.units import unit_path, valid_name
+    from ..config.unitfile import unit_path, valid_name
     from ..continuity.records import read_history, read_sessions
     from ..report.table import parse_since, render, rows, summary
     from .timeline import recorded
 
     if unit is not None and not valid_name(unit):
         raise click.ClickException(f"unit name {unit!r} is not valid")
-    state = app.settings.state_path
-    if unit is not None and not recorded(state, unit) and not os.path.lexists(unit_path(app.settings.units_path, unit)):
-        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.settings.units_path, unit)} "
+    state = app.paths.state_path
+    if unit is not None and not recorded(state, unit) and not os.path.lexists(unit_path(app.paths.units_path, unit)):
+        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.paths.units_path, unit)} "
                                    f"and nothing recorded under {state / 'history'}")
     try:
         cutoff = parse_since(since, datetime.now(timezone.utc)) if since else None

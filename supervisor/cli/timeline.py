@@ -113,16 +113,16 @@ def history(app: AppContext, unit: str, count: int, as_json: bool, sessions: boo
     """
     import json
 
-    from ..config.units import unit_path, valid_name
+    from ..config.unitfile import unit_path, valid_name
 
     if not valid_name(unit):
         raise click.ClickException(f"unit name {unit!r} is not valid")
-    state = app.settings.state_path
-    if not recorded(state, unit) and not os.path.lexists(unit_path(app.settings.units_path, unit)):
+    state = app.paths.state_path
+    if not recorded(state, unit) and not os.path.lexists(unit_path(app.paths.units_path, unit)):
         from .names import check_unit
 
         check_unit(app.paths, unit)  # "did you mean"
-        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.settings.units_path, unit)} "
+        raise click.ClickException(f"no such unit {unit!r}: no {unit_path(app.paths.units_path, unit)} "
                                    f"and nothing recorded under {state / 'history'}")
     items = timeline(state, unit, sessions=not as_json if sessions is None else sessions)[-count:]
     if as_json:

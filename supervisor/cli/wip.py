@@ -14,7 +14,7 @@ from .context import AppContext, pass_app
 
 
 def _root(app: AppContext):  # -> Path
-    return app.settings.project_root
+    return app.paths.project_root
 
 
 @click.group(epilog="""\b

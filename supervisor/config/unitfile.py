@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -99,3 +100,18 @@ def unit_files(units_dir: Path) -> list[Path]:
     if not units_dir.is_dir():
         return []
     return [p for p in sorted(units_dir.glob("*.toml")) if not p.name.endswith(EXAMPLE_SUFFIX)]
+
+
+#: What a unit may be called (its file is ``NAME.toml``).
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def valid_name(name: str) -> bool:
+    return NAME_RE.fullmatch(name) is not None
+
+
+def unit_path(units_dir: Path, name: str) -> Path:
+    """The file of unit ``name``; the name is validated so it cannot escape the directory."""
+    if not valid_name(name):
+        raise ValueError(f"unit name {name!r} is not valid: it must match {NAME_RE.pattern}")
+    return units_dir / f"{name}.toml"

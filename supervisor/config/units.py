@@ -44,10 +44,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .agent_sections import ClaudeSection, CodexSection, FreezeSection
 from .resources import ResourcesSection
-from .unitfile import EXAMPLE_SUFFIX, UnitFileError, read_unit_text, unit_files  # noqa: F401 - re-exported
+from .unitfile import (  # noqa: F401 - re-exported
+    EXAMPLE_SUFFIX,
+    NAME_RE,
+    UnitFileError,
+    read_unit_text,
+    unit_files,
+    unit_path,
+    valid_name,
+)
 
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
 def module_name(value: str) -> str:
@@ -299,10 +306,6 @@ class UnitLoadError(Exception):
         self.error = error
 
 
-def valid_name(name: str) -> bool:
-    return NAME_RE.fullmatch(name) is not None
-
-
 def _format_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -389,13 +392,6 @@ def parse_unit(path: Path, text: str | None = None, project_root: Path | None = 
         if problem:
             raise UnitLoadError(UnitError(path, problem))
     return spec
-
-
-def unit_path(units_dir: Path, name: str) -> Path:
-    """The file of unit ``name``; the name is validated so it cannot escape the directory."""
-    if not valid_name(name):
-        raise ValueError(f"unit name {name!r} is not valid: it must match {NAME_RE.pattern}")
-    return units_dir / f"{name}.toml"
 
 
 def load_unit(units_dir: Path, name: str, project_root: Path | None = None) -> UnitSpec:
