@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def test_without_a_project_anywhere_the_working_directory(nowhere: Path) -> None
 def test_the_fast_path_and_the_settings_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The client's stdlib path and pydantic's settings find the same root, state directory and socket."""
     for key in ("AGENTD_PROJECT", "AGENTD_PROJECT_ROOT", "AGENTD_CONFIG", "AGENTD_STATE_DIR", "AGENTD_UNIT",
-                "AGENTD_MODULE", "AGENTD_ROOT", "AGENTD_SOCKET", "AGENTD_SESSION"):
+                "AGENTD_MODULE", "AGENTD_ROOT", "AGENTD_SOCKET", "AGENTD_SESSION", "AGENTD_SCOPE"):
         monkeypatch.delenv(key, raising=False)
     app = tmp_path / "app"
     (app / "units").mkdir(parents=True)
@@ -182,3 +183,31 @@ def test_project_from_the_environment_and_the_root_alias(project: Project, nowhe
         result = run(nowhere, flag, str(project.root), "check")
         assert result.returncode == 0 and "ok     api" in result.stdout
     assert list(nowhere.iterdir()) == []
+
+
+def test_the_fast_path_knows_every_setting() -> None:
+    """quickpaths.SETTINGS_FIELDS is what decides which AGENTD_* variables need the full settings."""
+    from supervisor.cli.quickpaths import SETTINGS_FIELDS
+    from supervisor.config.settings import Settings
+
+    assert set(SETTINGS_FIELDS) == set(Settings.model_fields)
+
+
+def test_an_agents_own_variables_keep_the_fast_path_and_a_setting_does_not(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in [k for k in os.environ if k.startswith("AGENTD_")]:
+        monkeypatch.delenv(key)
+    (tmp_path / "units").mkdir()
+    monkeypatch.chdir(tmp_path)
+    agent = {"AGENTD_UNIT": "api", "AGENTD_MODULE": "api", "AGENTD_SESSION": "s1", "AGENTD_ROOT": str(tmp_path),
+             "AGENTD_SOCKET": str(tmp_path / "x.sock"), "AGENTD_SCOPE": '{"module": "api", "paths": ["src/api/"]}',
+             "AGENTD_SYNC": "after-decision"}
+    for key, value in agent.items():
+        monkeypatch.setenv(key, value)
+    fast = _quick_paths(None, None)
+    assert fast is not None and (fast.project_root, fast.state_path) == (load_settings().project_root,
+                                                                         load_settings().state_path)
+    for key, value in (("AGENTD_STATE_DIR", "elsewhere"), ("AGENTD_WEB__PORT", "9")):
+        monkeypatch.setenv(key, value)
+        assert _quick_paths(None, None) is None, key  # a setting: the full settings read it
+        monkeypatch.delenv(key)

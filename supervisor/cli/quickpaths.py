@@ -21,6 +21,21 @@ _PLAIN_KEYS = {"project_root": str, "state_dir": str, "units_dir": str, "log_for
 #: The only AGENTD_* variables the fast path reads itself (the rule in supervisor.config.paths.locate).
 _FAST_ENV = {ENV_PREFIX + "CONFIG", *PROJECT_ENV}
 
+#: The fields of :class:`supervisor.config.settings.Settings` (tests/test_discovery.py keeps the two equal).
+#: ``AGENTD_<FIELD>`` (or ``AGENTD_<FIELD>__<KEY>``) other than :data:`_FAST_ENV` sets one: then the full
+#: settings load.  Other ``AGENTD_*`` variables (``AGENTD_UNIT``, ``AGENTD_SESSION`` ... in an agent's own
+#: shell) are no settings, and the commands an agent runs stay fast.
+SETTINGS_FIELDS = ("project_root", "state_dir", "units_dir", "log_format", "log_level", "stop_timeout",
+                   "start_timeout", "status_interval", "only_units", "event_index", "event_half_life",
+                   "service_stop_timeout", "containment", "cgroup_parent", "web", "fleet")
+
+
+def _sets_a_setting(key: str) -> bool:
+    if not key.startswith(ENV_PREFIX) or key in _FAST_ENV:
+        return False
+    name = key[len(ENV_PREFIX):].lower()
+    return any(name == f or name.startswith(f + "__") for f in SETTINGS_FIELDS)
+
 
 def _plain(key: str, value: Any) -> bool:
     kind = _PLAIN_KEYS.get(key)
@@ -40,7 +55,7 @@ def quick_paths(config: Path | None, root: Path | None) -> PlainPaths | None:
     values that need conversion) takes the full path, which also reports every
     error exactly as before.
     """
-    if any(k.startswith(ENV_PREFIX) and k not in _FAST_ENV for k in os.environ):
+    if any(_sets_a_setting(k) for k in os.environ):
         return None
     where = locate(root, config)
     path = where.config

@@ -5,14 +5,16 @@ memory sync's knobs :data:`MEMORY_SYNC_ENV`, meant for the agent's own
 ``agentd decide``), then the unit's ``[agent] env``, then what agentd tells
 every agent about itself:
 
-``AGENTD_UNIT``, ``AGENTD_MODULE``, ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the
-project root) and ``AGENTD_SOCKET`` (the control socket), so that ``agentd
-decide`` and ``agentd note`` run from the agent's shell know where they are.
+``AGENTD_UNIT``, ``AGENTD_MODULE``, ``AGENTD_SCOPE`` (the unit's module and
+scope paths, JSON), ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the project root) and
+``AGENTD_SOCKET`` (the control socket), so that ``agentd decide`` and ``agentd
+note`` run from the agent's shell know where they are without loading its unit.
 ``PATH`` starts with agentd's own bin directory so that ``agentd`` is found.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from .settings import ENV_PREFIX, Settings
@@ -32,6 +34,8 @@ def agent_environment(spec: UnitSpec, settings: Settings, session_id: str, base:
         {
             "AGENTD_UNIT": spec.name,
             "AGENTD_MODULE": spec.module,
+            # the unit's own module and scope, so that the agent's `agentd decide` loads no unit file
+            "AGENTD_SCOPE": json.dumps({"module": spec.module, "paths": list(spec.scope.paths)}),
             "AGENTD_SESSION": session_id,
             "AGENTD_ROOT": str(settings.project_root),
             "AGENTD_SOCKET": str(settings.socket_path),

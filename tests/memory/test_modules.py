@@ -46,7 +46,7 @@ def two_modules(repo: Path) -> Path:
 
 
 def _run(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    result = CliRunner().invoke(cli, ["--root", str(repo), *args], env={"AGENTD_MODULE": None, "AGENTD_UNIT": None,
+    result = CliRunner().invoke(cli, ["--root", str(repo), *args], env={"AGENTD_MODULE": None, "AGENTD_UNIT": None, "AGENTD_SCOPE": None,
                                                                          "AGENTD_CONFIG": None, **(env or {})},
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -142,3 +142,22 @@ def test_the_old_single_task_file_is_read_as_the_global_task(plain: Path):
     assert snapshots.load_id(paths, rec.snapshot)["task_head"] == "Port the parser."  # no module file: the global task
     paths.current_task.write_text("# Current task\n\n(describe the current task here)\n\nState at interruption: (not set)\n")
     assert "no task for module core: `agentd task UNIT TEXT` writes .agent/tasks/core.md" in build_wakeup(plain, "core").text
+
+
+def test_an_agents_own_command_takes_its_module_and_scope_from_its_session(tmp_path: Path) -> None:
+    """``$AGENTD_SCOPE`` (set by the daemon with ``$AGENTD_MODULE``) spares loading the unit file."""
+    from supervisor.config.target import MemoryTarget, memory_target
+    from supervisor.config.unitfile import UnitFileError
+    from supervisor.config.units import UnitLoadError
+
+    nowhere = tmp_path / "units"  # no unit file: the session's variables say it all
+    env = {"AGENTD_UNIT": "api", "AGENTD_MODULE": "api", "AGENTD_SCOPE": '{"module": "api", "paths": ["src/api/"]}'}
+    assert memory_target(nowhere, env) == MemoryTarget("api", ("src/api/",), "api")
+    assert memory_target(nowhere, env, scope=["docs/"]) == MemoryTarget("api", ("docs/",), "api")
+    # another module than the session's (the agent set AGENTD_MODULE itself): the unit's scope is not its own
+    other = {**env, "AGENTD_MODULE": "web"}
+    assert memory_target(nowhere, other) == MemoryTarget("web", (), None)
+    # no or a broken AGENTD_SCOPE: the unit file is read, as before, and a missing one is an error
+    for broken in ({**env, "AGENTD_SCOPE": "{"}, {k: v for k, v in env.items() if k != "AGENTD_SCOPE"}):
+        with pytest.raises((UnitLoadError, UnitFileError, ValueError)):
+            memory_target(nowhere, {k: v for k, v in broken.items() if k != "AGENTD_MODULE"})
