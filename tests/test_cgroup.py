@@ -312,7 +312,8 @@ SUBREAPER = textwrap.dedent("""
     out["two_after"] = cmds(m2)
     asyncio.run(c.end(m2, 2.0))
     for s in (s1, s2):
-        while s.reap() is None:
+        deadline = time.monotonic() + 30  # the test's own wait ends this script first; never hang without it
+        while s.reap() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         s.close()
     out["zombies"] = [p.pid for p in __import__("psutil").Process().children() if p.status() == "zombie"]
