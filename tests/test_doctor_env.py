@@ -223,3 +223,19 @@ def test_output_is_one_line_per_check_with_the_fix_below(healthy: Project) -> No
     index = next(i for i, line in enumerate(lines) if line.startswith("FAIL  state dir"))
     assert lines[index + 1].strip().startswith("-> chmod 700")
     assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 8
+
+
+def test_the_short_socket_directory_rule_is_one_for_the_daemon_and_doctor(tmp_path: Path) -> None:
+    """A real directory of this user's (any mode: the daemon makes it 700), else a problem naming it."""
+    from supervisor.config.paths import socket_dir_problem
+
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    assert socket_dir_problem(real) is None and socket_dir_problem(tmp_path / "missing") is None
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    file = tmp_path / "file"
+    file.write_text("")
+    for bad in (link, file):
+        problem = socket_dir_problem(bad)
+        assert problem is not None and str(bad) in problem and "not a directory of this user's" in problem

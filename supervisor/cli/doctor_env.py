@@ -20,7 +20,6 @@ import ctypes
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -242,12 +241,12 @@ def check_state_dir(state: Path, socket_path: Path) -> Finding:
         return Finding(name, Status.FAIL, f"the control socket {socket_path} is {len(os.fsencode(socket_path))} "
                        f"bytes long; Unix sockets allow {SOCKET_PATH_MAX}", "set state_dir to a shorter absolute path")
     if socket_path.parent != state:  # the state directory is too deep for a socket: it goes to /tmp/agentd-UID
-        short = socket_path.parent
-        if short.exists() or short.is_symlink():
-            info = os.lstat(short)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-                return Finding(name, Status.FAIL, f"{short} (where the control socket goes: {state} is too deep for "
-                               "a Unix socket) is not a mode-700 directory of this user's", f"remove {short}")
+        from ..config.paths import socket_dir_problem
+
+        problem = socket_dir_problem(socket_path.parent)
+        if problem:  # the daemon's own rule (it makes the directory mode 700 itself)
+            return Finding(name, Status.FAIL, f"{problem} ({state} is too deep for a Unix socket, so it goes there)",
+                           f"remove {socket_path.parent}")
     if not state.exists():
         parent = next((p for p in state.parents if p.exists()), Path("/"))
         if not os.access(parent, os.W_OK | os.X_OK):

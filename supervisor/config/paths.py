@@ -164,11 +164,26 @@ UNIX_PATH_MAX = 107
 def short_socket_path(state: Path) -> Path:
     """The control socket of a state directory too deep for ``<state>/agentd.sock``: in an owner-only
     ``/tmp/agentd-UID/``, named by a hash of the state directory (the daemon and every client agree).
-    The daemon refuses that directory unless it is a real directory of its own (:mod:`supervisor.control.listener`)."""
+    The daemon refuses that directory unless it is a real directory of its own (:func:`socket_dir_problem`)."""
     import hashlib
 
     digest = hashlib.sha256(os.fsencode(state.resolve())).hexdigest()[:20]
     return Path(f"/tmp/agentd-{os.getuid()}") / f"{digest}.sock"
+
+
+def socket_dir_problem(directory: Path) -> str | None:
+    """Why the control socket must not be made in ``directory`` (it exists and is not a real directory of
+    this user's: a symlink, a file, another user's), else None.  The daemon's listener refuses on it and
+    makes the directory mode 700; ``agentd doctor --env`` reports the same rule."""
+    import stat
+
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return f"{directory} is not a directory of this user's: the control socket will not be made there"
+    return None
 
 
 class PlainPaths(StatePaths):

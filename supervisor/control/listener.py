@@ -29,12 +29,12 @@ import contextlib
 import errno
 import os
 import socket
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import structlog
 
+from ..config.paths import socket_dir_problem
 from ..session.fdlimit import exhaustion
 
 log = structlog.get_logger("agentd.control")
@@ -66,10 +66,9 @@ class Listener:
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.lstat(self.path.parent)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            raise OSError(errno.EPERM, f"{self.path.parent} is not a directory of this user's: the control socket "
-                                       "will not be made there; remove it, or use a shorter project path")
+        problem = socket_dir_problem(self.path.parent)
+        if problem:
+            raise OSError(errno.EPERM, f"{problem}; remove it, or use a shorter project path")
         os.chmod(self.path.parent, 0o700)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
