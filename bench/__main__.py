@@ -206,18 +206,17 @@ def restart_agentd(cycles: int) -> dict:
         events = _events(log)
         hist = subprocess.run([*AGENTD_CMD, "history", "fake", "--json"], cwd=sup.project, capture_output=True, text=True,
                               env=os.environ | AGENTD_ENV)
-        steps = [json.loads(ln).get("steps", {}) for ln in hist.stdout.splitlines() if ln.strip()]
+        records = [json.loads(ln) for ln in hist.stdout.splitlines() if ln.strip()]
     finally:
         sup.stop()
-    latencies = []
-    for i, e in enumerate(events):
-        if e.get("event") == "checkpoint_flush":
-            nxt = next((f for f in events[i + 1:] if f.get("event") == "wakeup_delivered" and f.get("session") != e.get("session")), None)
-            if nxt is not None:
-                latencies.append(_ts(nxt) - _ts(e))
     run.cleanup()
-    flushes = [e.get("flush") for e in events if e.get("event") == "checkpoint_flush"]
-    return {"latency_s": latencies, "command_wall_s": walls, "flush": flushes, "steps": steps}
+    cycled = [r for r in records if r.get("outcome") == "respawned"]
+    # The cycle times it itself (continuity/cycle.py, step "verified_to_wakeup"): from the flush verified (or the
+    # [auto] checkpoint written) to the new session's wakeup delivered (typed, and the agent's answer turn ended).
+    latencies = [r["steps"]["verified_to_wakeup"] for r in cycled if "verified_to_wakeup" in r.get("steps", {})]
+    return {"latency_s": latencies, "command_wall_s": walls, "flush": [r.get("flush") for r in cycled],
+            "steps": [r.get("steps", {}) for r in cycled], "wakeups_logged": sum(
+                1 for e in events if e.get("event") == "wakeup_delivered")}
 
 
 def restart_supervisord(cycles: int) -> dict:

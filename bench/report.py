@@ -139,9 +139,13 @@ def write_report(data: dict, path: Path) -> None:
         L.append("agentd cycle steps (medians over the cycles, seconds): " + ", ".join(
             f"{k} {statistics.median([st[k] for st in a5['steps'] if k in st]):.2f}" for k in keys) + ".")
         L.append("")
-    L += ["agentd's figure covers: quitting the old fake agent (its quit command; Ctrl-D only if it is still there "
-          "after `QUIT_PAUSE`), ending its tree, spawning the new one, waiting until its prompt has been on screen for the "
-          "debounce (0.15 s), typing the wakeup and waiting for the agent's answer turn. Flushes: "
+    L += ["agentd's figure is the cycle's own step `verified_to_wakeup` (continuity/cycle.py, monotonic clock): from "
+          "the flush verified to the new session's wakeup delivered. It covers keeping the old session's trail (`keep`), "
+          "quitting the old fake agent (Ctrl-D) and ending its tree (`stop_session`), building the wakeup, spawning the "
+          "new one, waiting until its prompt has been on screen for the debounce (adaptive: 0.05 s for an agent whose "
+          "output shows no pause, at most 0.15 s), typing the wakeup and waiting for the agent's answer turn to end. "
+          "The flush itself (`wait_flush`: the fake agent runs `agentd note`, `agentd decide` and `agentd task-state`, "
+          "three CLI processes) comes before it. Flushes: "
           f"{', '.join(sorted(set(a5['flush']))) or 'none'}. supervisord has no checkpoint or wakeup; its row is the nearest "
           "equivalent (stop + start + first prompt).", ""]
     s6 = data["scenarios"]["6_wakeup"]
