@@ -166,6 +166,8 @@ class UsageLimit:
 
 def usage_limit(text: str, now: datetime | None = None) -> UsageLimit | None:
     """The last line of ``text`` that says a usage/rate limit was hit, with its reset time."""
+    if _LIMIT_RE.search(text) is None:  # one pass over the text (a line's match is also the text's): the usual case
+        return None
     now = now or datetime.now(timezone.utc)
     found = None
     for line in text.splitlines():
