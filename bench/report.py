@@ -159,9 +159,10 @@ def write_report(data: dict, path: Path) -> None:
     if data.get("notes"):
         L += ["## Notes", ""] + [f"- {n}" for n in data["notes"]] + [""]
     old = path.read_text() if path.exists() else ""
-    begin, end = "<!-- events: begin -->", "<!-- events: end -->"  # bench/events.py's section stays
-    if begin in old and end in old:
-        L += [old[old.index(begin):old.index(end) + len(end)], ""]
+    for kind in ("scale", "events"):  # the sections of bench/scale.py and bench/events.py stay as they are
+        begin, end = f"<!-- {kind}: begin -->", f"<!-- {kind}: end -->"
+        if begin in old and end in old:
+            L += [old[old.index(begin):old.index(end) + len(end)], ""]
     path.write_text("\n".join(L))
 
 
