@@ -183,10 +183,6 @@ def _events(log: Path) -> list[dict]:
     return out
 
 
-def _ts(event: dict) -> float:
-    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
-
-
 def restart_agentd(cycles: int) -> dict:
     run = Run("r-agentd")
     fake = [PY, "-m", "supervisor.fakeagent"]
