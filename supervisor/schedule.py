@@ -151,6 +151,8 @@ _LIMIT_RE = re.compile(
     r"|quota (?:exceeded|exhausted)|out of credits|too many requests|(?:http|status|error)[ :]*429\b",
     re.IGNORECASE,
 )
+#: One of these (lower case) is in every match of _LIMIT_RE in ASCII text.
+_LIMIT_WORDS = ("limit", "quota", "credits", "too many requests", "429")
 _RESET_IN_RE = re.compile(r"(?:try again|resets?|retry|available again)\s+in\s+(\d+)\s*(second|sec|s|minute|min|m|hour|hr|h)\w*",
                           re.IGNORECASE)
 _RESET_AT_RE = re.compile(r"(?:try again|resets?|retry|available again)\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
@@ -166,6 +168,12 @@ class UsageLimit:
 
 def usage_limit(text: str, now: datetime | None = None) -> UsageLimit | None:
     """The last line of ``text`` that says a usage/rate limit was hit, with its reset time."""
+    if text.isascii():  # every shape of _LIMIT_RE holds one of these words: most text holds none (one pass each)
+        low = text.lower()
+        if not any(word in low for word in _LIMIT_WORDS):
+            return None
+    if _LIMIT_RE.search(text) is None:  # one pass over the text (a line's match is also the text's)
+        return None
     now = now or datetime.now(timezone.utc)
     found = None
     for line in text.splitlines():

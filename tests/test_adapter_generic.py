@@ -18,7 +18,8 @@ import pytest
 
 from supervisor.adapters import ADAPTERS, AdapterUnavailable, make_adapter
 from supervisor.adapters.base import Turn
-from supervisor.adapters.generic import DEFAULT_QUIET, WAKEUP_ENV, GenericAdapter, ScreenWatcher
+from supervisor.adapters.generic import (DEBOUNCE, DEBOUNCE_FACTOR, DEBOUNCE_MIN, DEFAULT_QUIET, WAKEUP_ENV, GenericAdapter,
+                                        ScreenWatcher)
 from supervisor.session.screen import Screen
 from supervisor.session.pty import Session
 from supervisor.config.settings import Settings
@@ -323,3 +324,47 @@ def test_context_is_the_transcript_estimate(tmp_path: Path) -> None:
             assert 0 < after.ratio < 1
 
     asyncio.run(scenario())
+
+
+def test_debounce_adapts_to_the_pauses_inside_the_output() -> None:
+    clock = FakeClock()
+    watcher = ScreenWatcher(Screen(5, 40), re.compile(r"^> $"), 0.0, clock=clock)
+    clock.now += 0.5  # the start-up is not a pause inside the output
+    watcher.feed(b"banner\r\n")
+    clock.now += 0.01
+    watcher.feed(b"> ")
+    assert watcher.debounce == DEBOUNCE_MIN
+    assert watcher.due() == clock.now + DEBOUNCE_MIN  # a waiter wakes when the debounce ends, not at a tick
+    clock.now += DEBOUNCE_MIN + 0.001
+    watcher.tick()
+    assert watcher.idle
+    watcher.submitted()
+    clock.now += 0.1  # the agent's thinking after a message is not a pause inside the output either
+    watcher.feed(b"working\r\n")
+    assert watcher.debounce == DEBOUNCE_MIN
+    clock.now += 0.06  # a redraw in two steps: the prompt, then more output 60 ms later
+    watcher.feed(b"> ")
+    assert watcher.debounce == pytest.approx(DEBOUNCE_FACTOR * 0.06)
+    clock.now += DEBOUNCE_MIN + 0.001
+    watcher.tick()
+    assert not watcher.idle  # quiet for the minimum, but this agent pauses longer than that
+    clock.now += 0.1
+    watcher.tick()
+    assert watcher.idle
+    watcher.feed(b"status\r\n")
+    clock.now += 0.12  # never more than the debounce given
+    watcher.feed(b"> ")
+    assert watcher.debounce == DEBOUNCE
+
+
+def test_a_wait_with_nothing_due_wakes_at_the_next_output() -> None:
+    async def main() -> None:
+        watcher = ScreenWatcher(Screen(5, 40), re.compile(r"^> $"), 0.0)
+        assert watcher.next_wait(30.0) == 30.0  # nothing printed yet: nothing is due
+        waiter = asyncio.ensure_future(watcher.wait_change(30.0))
+        await asyncio.sleep(0)
+        watcher.feed(b"> ")
+        await asyncio.wait_for(waiter, 5.0)  # woken by the output, long before its 30 s
+        assert 0 < watcher.next_wait(30.0) <= DEBOUNCE_MIN + 0.01
+
+    asyncio.run(main())

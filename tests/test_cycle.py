@@ -31,6 +31,7 @@ def test_a_verified_flush_respawns_and_records_the_ratio() -> None:
     assert host.states == [UnitState.CHECKPOINTING, UnitState.RESPAWNING] and host.ended == 1
     assert host.marks[0]["trigger"] == "command" and host.marks[-1] is None
     assert agent.typed == ["write your notes"] and "wakeup delivered via first-message" in record.notes
+    assert "verified_to_wakeup" in record.steps  # the bench's restart latency (issue 19)
 
 
 def test_notes_written_just_after_the_turn_count_within_the_grace() -> None:

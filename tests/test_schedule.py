@@ -59,3 +59,12 @@ def test_usage_limit_messages(text: str, reset: datetime | None) -> None:
 )
 def test_ordinary_output_is_not_a_usage_limit(text: str) -> None:
     assert usage_limit(text, now=NOW) is None
+
+
+def test_usage_limit_finds_every_shape_in_any_case_around_plain_output() -> None:
+    filler = "".join(f"step {i}: compiled module_{i}.py\n" for i in range(40))
+    for line in ("QUOTA EXCEEDED for this month", "You've hit your weekly limit", "Out Of Credits",
+                 "error: 429", "Too Many Requests", "Usage limit reached — résumé at 5pm"):
+        found = usage_limit(filler + line + "\n" + filler)
+        assert found is not None and found.line == line.strip(), line
+    assert usage_limit(filler) is None and usage_limit(filler + "héllo\n") is None

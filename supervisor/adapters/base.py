@@ -250,6 +250,7 @@ class TurnWatcher:
         self.ended_at: float | None = None  # clock() of the last turn end (status: time since)
         self.on_change: Callable[[], None] | None = None  # told when a turn starts or ends (the change bus)
         self._changed = asyncio.Event()
+        self._wake_on_output = False
 
     # inputs ----------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -279,6 +280,27 @@ class TurnWatcher:
         """True when the agent is, by what this watcher can see, waiting for input."""
         return False
 
+    def due(self) -> float | None:
+        """``clock()`` time at which :meth:`poll` may turn true with no new event (a quiet spell ends), or
+        None; waits wake then instead of at their next tick."""
+        return None
+
+    def next_wait(self, tick: float) -> float:
+        """How long a waiter sleeps before it looks again: until :meth:`due` when it comes before ``tick``;
+        with nothing due, ``tick`` or until the next output (:meth:`output_arrived`)."""
+        due, now = self.due(), self.clock()
+        if due is None or due <= now:
+            self._wake_on_output = True
+            return tick
+        return min(tick, due - now + 0.002)
+
+    def output_arrived(self) -> None:
+        """Output came (a subclass's :meth:`feed` calls this): a waiter with nothing due looks again."""
+        if self._wake_on_output:
+            self._wake_on_output = False
+            self._changed.set()
+            self._changed = asyncio.Event()
+
     # waiting ----------------------------------------------------------------
     def _notify(self) -> None:
         self._changed.set()
@@ -304,7 +326,7 @@ class TurnWatcher:
             remaining = deadline - self.clock()
             if remaining <= 0:
                 return False
-            await self.wait_change(min(tick, remaining))
+            await self.wait_change(min(self.next_wait(tick), remaining))
 
     async def wait_change(self, timeout: float) -> None:
         """Return at the next turn change, or after ``timeout`` seconds (the polling fallback)."""

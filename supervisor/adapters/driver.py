@@ -235,11 +235,11 @@ class Driver:
                 activity("waiting for the agent's turn to end")
             else:
                 return True
-            await self.watcher.wait_change(min(0.1, max(0.0, deadline - self.clock())))
+            await self.watcher.wait_change(min(self.watcher.next_wait(0.1), max(0.0, deadline - self.clock())))
         return False
 
     # -- ending ---------------------------------------------------------------------
-    async def quit(self, poll: float = 0.05) -> None:
+    async def quit(self, poll: float = 0.01) -> None:
         """Type the adapter's quit keys, stopping as soon as the process has exited."""
         for data, pause in self.adapter.quit().steps:
             if self.exited:

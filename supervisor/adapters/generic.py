@@ -38,10 +38,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
     from ..trail.model import Trail
 
-__all__ = ["DEBOUNCE", "DEFAULT_QUIET", "QUIT_PAUSE", "WAKEUP_ENV", "WAKEUP_FILE", "GenericAdapter", "ScreenWatcher"]
+__all__ = ["DEBOUNCE", "DEBOUNCE_FACTOR", "DEBOUNCE_MIN", "DEFAULT_QUIET", "QUIT_PAUSE", "WAKEUP_ENV", "WAKEUP_FILE", "GenericAdapter", "ScreenWatcher"]
 
-#: Output must have been quiet this long before a prompt on screen counts (a redraw may be under way).
+#: Output must have been quiet this long before a prompt on screen counts (a redraw may be under way):
+#: at most DEBOUNCE; an agent whose output has shown no pause gets DEBOUNCE_MIN, one that has paused
+#: inside its output (between two reads, not across a message agentd typed) DEBOUNCE_FACTOR times its
+#: longest such pause (see ScreenWatcher.debounce).
 DEBOUNCE = 0.15
+DEBOUNCE_MIN = 0.05
+DEBOUNCE_FACTOR = 2.0
 #: Quiet seconds that end a turn when the unit sets neither ``prompt`` nor ``quiet``.
 DEFAULT_QUIET = 2.0
 #: Pause after the quit command, before Ctrl-D.
@@ -65,6 +70,12 @@ class ScreenWatcher(TurnWatcher):
     * ``quiet`` (> 0): the turn has ended when nothing was printed for
       ``quiet`` seconds since the later of the last output and the submission.
 
+    The debounce adapts to the agent (issue 19): :data:`DEBOUNCE_MIN` until
+    its output shows a pause between :data:`DEBOUNCE_MIN` and the ``debounce``
+    given (a redraw in steps, a spinner, a slow stream), then twice the longest
+    such pause, never more than the ``debounce`` given.  A wait wakes when the debounce ends
+    (:meth:`due`), not at its next tick.
+
     The screen is rendered only when output has been quiet for ``debounce``
     seconds and someone polls, so a busy agent costs a byte append per chunk.
     Once idle, the state stays idle until the next :meth:`submitted` (output
@@ -87,12 +98,36 @@ class ScreenWatcher(TurnWatcher):
         self.screen = screen
         self.prompt = prompt
         self.quiet = quiet
-        self.debounce = debounce
+        self.max_debounce = debounce
+        self.longest_pause = 0.0  # the longest pause seen inside the agent's output, below max_debounce
+        self._fed = False
         self._size = size
 
+    @property
+    def debounce(self) -> float:
+        """Seconds of quiet before a prompt on screen counts (adaptive: see the class docstring)."""
+        return min(self.max_debounce, max(DEBOUNCE_MIN, DEBOUNCE_FACTOR * self.longest_pause))
+
     def feed(self, data: bytes) -> None:
-        self.last_output_at = self.clock()
+        now = self.clock()
+        pause = now - self.last_output_at
+        # a pause inside the output: not the start-up, not one spanning a message agentd typed, and not
+        # one the minimum covers anyway (the PTY reader's own pacing makes pauses of up to 0.04 s: pty.COALESCE)
+        if (self._fed and DEBOUNCE_MIN <= pause < self.max_debounce
+                and (self.submitted_at is None or self.submitted_at < self.last_output_at)):
+            self.longest_pause = max(self.longest_pause, pause)
+        self._fed = True
+        self.last_output_at = now
         self.screen.feed(data)
+        if self._wake_on_output:
+            self.output_arrived()
+
+    def due(self) -> float | None:
+        answered = self.submitted_at is None or self.last_output_at > self.submitted_at
+        times = [self.last_output_at + self.debounce] if self.prompt is not None and answered and self._fed else []
+        if self.quiet > 0:
+            times.append(max(self.last_output_at, self.submitted_at or self.last_output_at) + self.quiet)
+        return min(times) if times else None
 
     def prompt_visible(self) -> bool:
         """Whether the prompt regex matches the rendered cursor line now (renders if needed)."""

@@ -27,7 +27,7 @@ _NARROW = frozenset("…—–→←×·°")
 
 def _plain_text(text: str) -> bool:
     """One line whose visible characters are each one column wide, and that no parser takes for a number."""
-    seen = _SGR.sub("", text)
+    seen = _SGR.sub("", text) if "\x1b" in text else text
     if not (seen.isascii() and seen.isprintable()):
         if not all(c in _NARROW or (" " <= c <= "~") for c in seen):
             return False
@@ -55,12 +55,16 @@ def simple_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str |
     for numeric, cells in columns:
         if numeric and "" in cells:
             return None
+    def bare(text: str) -> str:  # without colour codes (most cells have none: no regex for them)
+        return _SGR.sub("", text) if "\x1b" in text else text
+
     widths = []
     for header, (_, cells) in zip(headers, columns):
-        widths.append(max(len(_SGR.sub("", header)) + MIN_PADDING, *(len(_SGR.sub("", c)) for c in cells)))
+        widths.append(max(len(bare(header)) + MIN_PADDING, *(len(bare(c)) for c in cells)))
 
     def pad(text: str, width: int, right: bool) -> str:
-        width += len(text) - len(_SGR.sub("", text))
+        if "\x1b" in text:
+            width += len(text) - len(_SGR.sub("", text))
         return text.rjust(width) if right else text.ljust(width)
 
     lines = ["  ".join(pad(h, w, numeric) for h, w, (numeric, _) in zip(headers, widths, columns)).rstrip(),

@@ -179,6 +179,7 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
             record.flush = "failed"
             record.notes.append(f"auto-checkpoint failed: {exc}")
     record.step("verify", t, clock())
+    verified = clock()  # the "verified -> the new session took its wakeup" latency starts here
     if keeper is not None:
         t = clock()
         host.set_activity("keeping the agent's trail and its uncommitted work")
@@ -209,6 +210,7 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
     record.new_session = fresh.session_id
     record.wakeup_tokens = wakeup_tokens
     record.notes.append(f"wakeup {await host.delivered() or 'none'}")
+    record.step("verified_to_wakeup", verified, clock())
     if keeper is not None and hasattr(keeper, "recall"):  # issue 16: did it receive what it needs?
         record.recall = await recall(keeper, fresh)
     record.step("respawn", t, clock())

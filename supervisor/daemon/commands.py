@@ -236,18 +236,30 @@ def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[
 
 class StatsSampler:
     """CPU and memory of each session (its cgroup's figures, or its processes'), sampled at most once per
-    ``interval`` seconds."""
+    ``interval`` seconds.  A status asked while the last sample is less than ``3 * interval`` old answers
+    at once with it and the new sample is taken in the background (a run of ``agentd status`` never waits
+    for psutil over every tree); an older one (or none) is waited for."""
 
     def __init__(self, interval: float, clock: Callable[[], float]) -> None:
         self.interval, self.clock = interval, clock
         self._at = float("-inf")
+        self._running: asyncio.Task[None] | None = None
 
     async def refresh(self, units: list[UnitSupervisor]) -> None:
-        live = [u for u in units if u.driver is not None]
         now = self.clock()
-        if not live or now - self._at < self.interval:
+        if self._running is not None and not self._running.done():
+            if now - self._at >= 3 * self.interval:
+                await asyncio.shield(self._running)
             return
-        self._at = now
+        if not any(u.driver is not None for u in units) or now - self._at < self.interval:
+            return
+        fresh = now - self._at < 3 * self.interval
+        self._running = asyncio.ensure_future(self._sample(units, now))
+        if not fresh:
+            await asyncio.shield(self._running)
+
+    async def _sample(self, units: list[UnitSupervisor], now: float) -> None:
+        live = [u for u in units if u.driver is not None]
 
         def collect() -> None:
             try:
@@ -255,7 +267,8 @@ class StatsSampler:
                     driver = unit.driver
                     if driver is not None:
                         unit.stats = driver.stats()
+                self._at = now
             except OSError:  # out of descriptors (/proc unreadable): status answers with the last figures
-                self._at = float("-inf")
+                pass
 
         await asyncio.to_thread(collect)

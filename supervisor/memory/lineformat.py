@@ -110,6 +110,8 @@ def escape(value: str, *, comma: bool = False) -> str:
 
 
 def _unescape(value: str) -> str:
+    if "\\" not in value:  # nothing escaped (most fields): the loop below would copy it as it is
+        return value
     out: list[str] = []
     i = 0
     while i < len(value):
@@ -126,6 +128,8 @@ def _unescape(value: str) -> str:
 
 def _split_unescaped(text: str, sep: str) -> list[str]:
     """Split on ``sep`` characters that are not backslash-escaped (escapes kept)."""
+    if "\\" not in text:  # nothing escaped (most lines): every sep splits
+        return text.split(sep)
     parts: list[str] = []
     cur: list[str] = []
     i = 0

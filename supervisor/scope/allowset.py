@@ -225,6 +225,9 @@ def denied_paths(text: str) -> list[str]:
     (``FenceSpec.permits``): those the fence refused.
     """
     out: list[str] = []
+    whole = text.lower()  # one pass first: most text names no refusal (a line's match is also the text's)
+    if "permission denied" not in whole and "eacces" not in whole:
+        return out
     for line in text.splitlines():
         low = line.lower()
         if "permission denied" not in low and "eacces" not in low:
