@@ -3,9 +3,11 @@ progress, "did you mean", shell completion.  Real daemon, fake-agent units, real
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
+import time
 
 import pexpect
 import pytest
@@ -55,6 +57,18 @@ def test_unknown_unit_names_say_did_you_mean(running: Project) -> None:
     assert result.returncode == 1 and "no such unit 'nosuch'" in result.stderr and "did you mean" not in result.stderr
 
 
+def _seen_when_sent(project: Project, child: pexpect.spawn, unit: str) -> None:
+    """Send ``echo marker-N`` to ``unit`` until ``agentd logs -f`` in ``child`` shows it with the unit's prefix."""
+    deadline = time.monotonic() + 60
+    for n in itertools.count():
+        project.agentd("send", unit, f"echo marker-from-{unit}-{n}")
+        try:
+            child.expect(rf"(^|\n){unit} \| marker-from-{unit}-\d+\r?\n", timeout=5)
+            return
+        except pexpect.TIMEOUT:
+            assert time.monotonic() < deadline, f"agentd logs -f never showed {unit}'s output: {child.before!r}"
+
+
 def test_logs_all_prefixes_every_unit_and_follows(running: Project) -> None:
     lines = running.agentd("logs", "--all", "-n", "3").stdout.splitlines()
     assert any(line.startswith("api | ") for line in lines) and any(line.startswith("web | ") for line in lines)
@@ -65,10 +79,10 @@ def test_logs_all_prefixes_every_unit_and_follows(running: Project) -> None:
     child = pexpect.spawn(AGENTD[0], [*AGENTD[1:], "--root", str(running.root), "logs", "--all", "-n", "0", "-f"],
                           env=clean_env(NO_COLOR="1"), timeout=20, encoding="utf-8")
     try:
-        running.agentd("send", "api", "echo marker-from-api")
-        child.expect(r"\napi \| marker-from-api")
-        running.agentd("send", "web", "echo marker-from-web")
-        child.expect(r"\nweb \| marker-from-web")  # interleaved: both units in one stream
+        # `-n 0 -f` shows nothing until it follows, so nothing says when it started: the first marker may be
+        # written before it does (then it is old output, rightly not shown); each try sends a new one
+        _seen_when_sent(running, child, "api")
+        _seen_when_sent(running, child, "web")  # interleaved: both units in one stream
     finally:
         child.sendintr()
         child.expect(pexpect.EOF)
