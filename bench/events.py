@@ -38,14 +38,14 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.contenders import AGENTD_ENV, CLK_TCK, HERE, WORK, Agentd, Run, cpu_seconds, kill_leftovers, wait_until
-from bench.report import machine
+from bench.report import machine, markers, write_section
 from supervisor.eventindex import EventIndex, default_db
 from supervisor.eventindex.turns import marker_for
 from supervisor.fakeagent import work_lines
 from supervisor.memory import init_store
 from supervisor.memory.store import snapshot_id
 
-BEGIN, END = "<!-- events: begin -->", "<!-- events: end -->"
+BEGIN, END = markers("events")
 WORDS = ("parser cache adapter config retry timeout schema migration index token session transcript wakeup "
          "checkpoint decision snapshot module scope fence cgroup daemon socket redaction flood budget").split()
 CHINESE = ("接口层采用适配器模式", "缓存放在磁盘上", "解析器配置", "重试超时", "测试通过")
@@ -297,15 +297,6 @@ def section(data: dict) -> str:
     return "\n".join(L)
 
 
-def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.events", description=__doc__.splitlines()[0])
     p.add_argument("--short", action="store_true", help="10,000 turns, a 20 MB flood twice each")
@@ -336,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.no_report:
         (HERE / "events-results.json").write_text(json.dumps(data, indent=1))
-        write_section(section(data), HERE / "RESULTS.md")
+        write_section("events", section(data), HERE / "RESULTS.md")
     print(section(data))
     return 0
 

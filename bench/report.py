@@ -160,10 +160,26 @@ def write_report(data: dict, path: Path) -> None:
         L += ["## Notes", ""] + [f"- {n}" for n in data["notes"]] + [""]
     old = path.read_text() if path.exists() else ""
     for kind in ("events", "scale"):  # the sections of bench/events.py and bench/scale.py stay as they are
-        begin, end = f"<!-- {kind}: begin -->", f"<!-- {kind}: end -->"
+        begin, end = markers(kind)
         if begin in old and end in old:
             L += [old[old.index(begin):old.index(end) + len(end)], ""]
     path.write_text("\n".join(L))
+
+
+def markers(kind: str) -> tuple[str, str]:
+    """The comments around a section of RESULTS.md that another bench module writes (``events``, ``scale``)."""
+    return f"<!-- {kind}: begin -->", f"<!-- {kind}: end -->"
+
+
+def write_section(kind: str, text: str, path: Path) -> None:
+    """Put ``text`` (a whole section, its markers included) in place of the old one, or at the end."""
+    begin, end = markers(kind)
+    old = path.read_text() if path.exists() else ""
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + text + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
 
 
 def flood_ratios(s2: dict) -> dict:

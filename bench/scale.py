@@ -31,9 +31,9 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.contenders import AGENTD_CMD, AGENTD_ENV, HERE, Agentd, Run, cpu_seconds, kill_leftovers, status_kb, wait_until
-from bench.report import machine
+from bench.report import machine, markers, write_section
 
-BEGIN, END = "<!-- scale: begin -->", "<!-- scale: end -->"
+BEGIN, END = markers("scale")
 RATE = 2000
 
 
@@ -121,15 +121,6 @@ def section(data: dict) -> str:
     return "\n".join(L)
 
 
-def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
     p.add_argument("--counts", default="1,10,50,200", help="agent counts, comma-separated")
@@ -149,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(data, indent=1))
         return 0
     (HERE / "scale-results.json").write_text(json.dumps(data, indent=1))
-    write_section(section(data), HERE / "RESULTS.md")
+    write_section("scale", section(data), HERE / "RESULTS.md")
     print(section(data))
     return 0
 
