@@ -106,6 +106,11 @@ def test_a_burst_of_writes_is_reported_once(project: Path, monkeypatch: pytest.M
     monkeypatch.setattr(watcher_module, "time", clock)
     seen = Seen()
     with ChangeWatcher(project, seen, debounce=0.2, max_delay=1.0) as w:
+        # watchdog adds a directory's inotify watch in its own thread, after start() returned: the burst begins
+        # once a write under src/ is noted (else its first writes can go unseen on a loaded machine)
+        probe = project / "src" / "probe.py"
+        wait_until(lambda: probe.write_text("x") and "src/probe.py" in pending(w), DEADLINE, interval=0.01,
+                   what="src/ to be watched")  # written again each try: a write before the watch is not seen
         f = project / "src" / "a.py"
         for i in range(30):  # however slowly these run, no time passes for the watcher
             with open(f, "a") as fh:
