@@ -353,6 +353,15 @@ class Project:
         """What the fake agent of ``unit`` received, per session."""
         return session_inputs(self.inputs_path(unit))
 
+    def last_inputs(self, unit: str) -> list[str]:
+        """What the newest session of ``unit`` received; empty before its first message arrives.
+
+        ``agentd send`` returns once the daemon queued the text, so a wait can
+        begin before the fake agent logged anything at all.
+        """
+        sessions = self.inputs(unit)
+        return sessions[-1] if sessions else []
+
     # -- the CLI
 
     def agentd(self, *args: str, check: bool = True, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

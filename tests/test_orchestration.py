@@ -112,15 +112,15 @@ def test_global_decision_and_task_reach_the_running_units(project: Project) -> N
     out = project.agentd("decide", "freeze the wire format", "--why", "because both sides parse it, so it must not drift",
                          "--global", env=env).stdout
     assert "told the running units: beta" in out
-    wait_until(lambda: any("global decision recorded: freeze the wire format" in m for m in project.inputs("beta")[-1]), 60,
+    wait_until(lambda: any("global decision recorded: freeze the wire format" in m for m in project.last_inputs("beta")), 60,
                what="beta to hear about the global decision")
-    assert not any("global decision" in m for m in project.inputs("alpha")[-1])
+    assert not any("global decision" in m for m in project.last_inputs("alpha"))
     # a task switch for beta: the files, the decision, and the agent is told
     project.agentd("task", "beta", "port the parser to v2")
     assert "port the parser to v2" in (project.root / ".agent" / "tasks" / "beta.md").read_text()  # beta's own task
     assert "port the parser to v2" not in (project.root / ".agent" / "current-task.md").read_text()
     assert "task switch for beta" in (project.root / ".agent" / "decisions-beta.log").read_text()
-    wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in project.inputs("beta")[-1]), 60,
+    wait_until(lambda: any("New task from the operator: port the parser to v2" in m for m in project.last_inputs("beta")), 60,
                what="beta to get its new task")
     # the timeline merges module and global logs
     timeline = project.agentd("log", "--all").stdout
@@ -254,7 +254,7 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
         wait_until(lambda n=name: len(project.inputs(n)) == 1, 60, what=f"{name}'s wakeup")
     # warn: a forbidden path (constraints.md) is named in a message typed at the next turn end
     project.agentd("send", "warner", "write migrations/001.sql DROP TABLE users;")
-    wait_until(lambda: any("w1/migrations/001.sql" in m and "constraints.md" in m for m in project.inputs("warner")[-1]),
+    wait_until(lambda: any("w1/migrations/001.sql" in m and "constraints.md" in m for m in project.last_inputs("warner")),
                60, what="the warning typed into warner")
     # revert: the tracked file comes back byte for byte, the agent's version is kept in quarantine
     project.agentd("send", "reverter", "write tracked.txt EVIL")

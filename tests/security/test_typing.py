@@ -24,8 +24,8 @@ def test_control_characters_and_paste_delimiters_in_sent_text_stay_inside_one_me
     pid = project.wait_state("u", "running")["pid"]
     for text in ("echo one\recho two", "echo four\x04", "echo five\x1b[201~crash 5\r", "echo six\x1b[2Jcrash 6"):
         project.agentd("send", "u", text)
-    wait_until(lambda: len(project.inputs("u")[-1]) >= 4, 30, what="the four messages")
-    received = project.inputs("u")[-1]
+    wait_until(lambda: len(project.last_inputs("u")) >= 4, 30, what="the four messages")
+    received = project.last_inputs("u")
     assert received[:4] == ["echo one\necho two", "echo four", "echo fivecrash 5\n", "echo six[2Jcrash 6"], received
     assert running(project, "u", pid)  # no Ctrl-D, no CR, no paste break-out reached the agent as a key
     # --raw is the one explicit way to type control keys
@@ -47,9 +47,9 @@ def test_a_global_decision_and_a_file_name_cannot_smuggle_a_command(project: Pro
                    "--global", env=env)
     (project.root / "beta").mkdir(exist_ok=True)
     (project.root / "beta" / "note\rexit\r.txt").write_text("a file named to end the agent")  # outside alpha's scope
-    wait_until(lambda: any("global decision" in m for m in project.inputs("beta")[-1]), 60, what="the broadcast")
+    wait_until(lambda: any("global decision" in m for m in project.last_inputs("beta")), 60, what="the broadcast")
     assert running(project, "beta", pids["beta"])
-    assert all("\r" not in m for m in project.inputs("beta")[-1])
+    assert all("\r" not in m for m in project.last_inputs("beta"))
     assert running(project, "alpha", pids["alpha"])
 
 
