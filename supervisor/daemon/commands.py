@@ -238,35 +238,46 @@ class StatsSampler:
     """CPU and memory of each session (its cgroup's figures, or its processes'), sampled at most once per
     ``interval`` seconds.  A status asked while the last sample is less than ``3 * interval`` old answers
     at once with it and the new sample is taken in the background (a run of ``agentd status`` never waits
-    for psutil over every tree); an older one (or none) is waited for."""
+    for psutil over every tree); an older one (or none) is waited for, and so is one that has no figures
+    for a unit's current session (a unit started or restarted since: it would show 0 or the last session's)."""
 
     def __init__(self, interval: float, clock: Callable[[], float]) -> None:
         self.interval, self.clock = interval, clock
         self._at = float("-inf")
         self._running: asyncio.Task[None] | None = None
+        self._sampled: dict[str, str] = {}  # unit name -> the session its figures are of
 
     async def refresh(self, units: list[UnitSupervisor]) -> None:
-        now = self.clock()
+        live = [u for u in units if u.driver is not None]
+        if not live:
+            return
         if self._running is not None and not self._running.done():
-            if now - self._at >= 3 * self.interval:
-                await asyncio.shield(self._running)
+            if self._usable(live, self.clock()):
+                return
+            await asyncio.shield(self._running)
+        now = self.clock()
+        if self._covers(live) and now - self._at < self.interval:
             return
-        if not any(u.driver is not None for u in units) or now - self._at < self.interval:
-            return
-        fresh = now - self._at < 3 * self.interval
-        self._running = asyncio.ensure_future(self._sample(units, now))
-        if not fresh:
+        self._running = asyncio.ensure_future(self._sample(live, now))
+        if not self._usable(live, now):
             await asyncio.shield(self._running)
 
-    async def _sample(self, units: list[UnitSupervisor], now: float) -> None:
-        live = [u for u in units if u.driver is not None]
+    def _covers(self, live: list[UnitSupervisor]) -> bool:
+        """The last sample has figures of each live unit's current session."""
+        return all(u.driver is not None and self._sampled.get(u.name) == u.driver.session_id for u in live)
 
+    def _usable(self, live: list[UnitSupervisor], now: float) -> bool:
+        """A status may answer with the last sample (and let the next one run in the background)."""
+        return self._covers(live) and now - self._at < 3 * self.interval
+
+    async def _sample(self, live: list[UnitSupervisor], now: float) -> None:
         def collect() -> None:
             try:
                 for unit in live:
                     driver = unit.driver
                     if driver is not None:
                         unit.stats = driver.stats()
+                        self._sampled[unit.name] = driver.session_id
                 self._at = now
             except OSError:  # out of descriptors (/proc unreadable): status answers with the last figures
                 pass
