@@ -15,7 +15,8 @@ TIMEOUT = 30.0
 # 100-byte lines, 4 every 20 ms (20 KB/s, the bench's stream), for 1 s; then quiet until killed
 STREAM = ("import sys, time\n"
           "for i in range(50):\n"
-          "    sys.stdout.write(''.join(f'{i * 4 + j:09d} ' + 'x' * 89 + '\\n' for j in range(4))); sys.stdout.flush()\n"
+          "    sys.stdout.write(''.join(f'{i * 4 + j:09d} ' + 'x' * 89 + '\\n' for j in range(4)))\n"
+          "    sys.stdout.flush()\n"
           "    time.sleep(0.02)\n"
           "sys.stdout.write('DONE\\n'); sys.stdout.flush()\n"
           "time.sleep(60)\n")
