@@ -51,6 +51,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _CJK_ONLY = re.compile(f"[{_CJK}]+")
 _TWO_LETTER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{2}(?![A-Za-z0-9])")
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 _SESSION_TIME = re.compile(r"(\d{8}T\d{6})(\.\d+)?")
 
 
@@ -131,13 +132,16 @@ def split(text: str, marker: Marker, max_chars: int = MAX_CHARS) -> list[Part]:
 def grams(text: str) -> str:
     """What the short-word index holds for ``text`` (space-separated tokens; see the module)."""
     out: list[str] = []
-    for m in _CJK_RUN.finditer(text):
-        run = m.group()
-        if len(run) == 1:
-            out.append(run)
-        else:
-            out.extend(run[i:i + 2] for i in range(len(run) - 1))
-    out.extend(_TWO_LETTER.findall(text))
+    if not text.isascii():  # most output is ASCII: skip the CJK scan (about half of the time here)
+        for m in _CJK_RUN.finditer(text):
+            run = m.group()
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i:i + 2] for i in range(len(run) - 1))
+    # the runs of letters and digits, kept when two long: as _TWO_LETTER.findall, without its
+    # look-behind at every position (93 -> 66 us per 4,000 characters of build output)
+    out.extend(w for w in _ALNUM_RUN.findall(text) if len(w) == 2)
     return " ".join(out)
 
 

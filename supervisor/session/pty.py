@@ -37,6 +37,7 @@ import psutil
 import ptyprocess
 
 from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
+from .parking import INTERVAL, parking_of, slow_stream
 from .transcript import Transcript
 
 READ_SIZE = 65536
@@ -44,19 +45,8 @@ READ_SIZE = 65536
 READ_CAP = 262144
 #: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
 SHORT_READ = 2048
-#: While an agent streams slowly, its PTY is read at most once per this many
-#: seconds: dozens of agents printing small bursts then cost one wakeup per
-#: agent per interval instead of one per burst (at 50 agents x 20 KB/s in
-#: 20 ms bursts, 0.04 s -> 0.1 s took the daemon from 1.4 to 1.0 CPU-s per 5 s,
-#: and no pause at all costs 2.3).  Only a stream is held back: a read less than
-#: STREAMING seconds after the previous one; the first output after a quiet
-#: spell (an answer, a prompt, a keystroke's echo) and what follows it within
-#: one read are handed on at once.  Output faster than COALESCE_BYTES per
-#: interval is never held back (the kernel buffers only ~20 KB per PTY before
-#: the agent's write blocks), so a flood is read at full speed.
-COALESCE = 0.1
-COALESCE_BYTES = 4096
-STREAMING = 2 * COALESCE
+#: Slow streams are read on one timer per loop (see :mod:`.parking`).
+COALESCE = INTERVAL
 
 
 class SpawnError(Exception):
@@ -160,7 +150,6 @@ class Session:
         self._writer_registered = False
         self._listeners: list[Callable[[bytes], None]] = []
         self._output_listeners: list[Callable[[bytes], None]] = []
-        self._resume_timer: asyncio.TimerHandle | None = None  # reading paused to coalesce small bursts
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
 
     # -- start ------------------------------------------------------------------
@@ -246,18 +235,30 @@ class Session:
         if got <= 0 or self.eof or self._loop is None:
             return
         # A small amount soon after the last read (a slow stream): stop watching
-        # the fd for a moment so the next few bursts are read together.  The
-        # pause is short enough that the kernel's buffer cannot fill at the
-        # current rate.
+        # the fd and let the loop's parking read it with the other slow streams,
+        # so the next few bursts are read together (see .parking).
+        if self._slow(got):
+            self._loop.remove_reader(self._fd)
+            parking_of(self._loop).park(self)
+
+    def _slow(self, got: int) -> bool:
         now = self.last_output_at
         elapsed = now - self._last_read_at
         self._last_read_at = now
-        if got < COALESCE_BYTES and got * COALESCE < COALESCE_BYTES * elapsed and elapsed < STREAMING:
-            self._loop.remove_reader(self._fd)
-            self._resume_timer = self._loop.call_at(self._loop.time() + COALESCE, self._resume_reading)
+        return slow_stream(got, elapsed)
 
-    def _resume_reading(self) -> None:
-        self._resume_timer = None
+    def poll_parked(self) -> bool:
+        """Parked (a slow stream): read what came; stay parked while it is still a slow stream."""
+        if self._fd < 0 or self.eof or self._loop is None:
+            return False
+        got = self._read_available()
+        if got > 0 and not self.eof and self._slow(got):
+            return True
+        self.watch_again()
+        return False
+
+    def watch_again(self) -> None:
+        """Watch the PTY again (after a quiet interval or a fast read; or the parked read failed)."""
         if self._fd >= 0 and not self.eof and self._loop is not None:
             self._loop.add_reader(self._fd, self._on_readable)
 
@@ -433,9 +434,8 @@ class Session:
 
     def close(self) -> None:
         """Drain, stop reading, close the master and the transcript (idempotent)."""
-        if self._resume_timer is not None:
-            self._resume_timer.cancel()
-            self._resume_timer = None
+        if self._loop is not None:
+            parking_of(self._loop).unpark(self)
         if self._fd >= 0:
             self.drain()
             if self._loop is not None:
