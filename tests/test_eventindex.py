@@ -296,10 +296,10 @@ def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -
     indexer.start()
     try:
         reader = EventIndex(default_db(state(proj)), proj, state(proj))
-        wait_until(lambda: reader.search(["first_marker"]), 30, what="the first turn indexed")
+        wait_until(lambda: reader.search(["first_marker"]), 60, what="the first turn indexed")  # nice 19: slow when busy
         with open(path, "a") as fh:
             fh.write("ok\nfake> second_marker\n")
-        hit = wait_until(lambda: reader.search(["second_marker"]), 30, what="the appended turn indexed")
+        hit = wait_until(lambda: reader.search(["second_marker"]), 60, what="the appended turn indexed")
         assert hit[0].at == len("fake> first_marker\nok\n")  # the unit's prompt split the turns
         reader.close()
     finally:

@@ -11,7 +11,10 @@ Never on the daemon's event loop, and out of the way of the PTY read path:
   that per transaction, and while a backlog remains (a flood of output) it
   sleeps three times as long as it worked, and at least :data:`BACKLOG_PAUSE`:
   at most a quarter of one core; SQLite releases the GIL while it tokenizes
-  and writes, so the loop's thread keeps running;
+  and writes, so the loop's thread keeps running.  *Worked* is the thread's
+  own CPU time (``time.thread_time``), not the wall time of the pass: at nice
+  19 on a busy machine a pass waits long for a core, and pausing three times
+  that wait left the index minutes behind;
 * with nothing new it looks every ``interval`` seconds (a ``stat`` per file).
 
 A pass that fails (the database locked by a long ``--reindex``, a file
@@ -48,12 +51,12 @@ class EventIndexer:
 
     def __init__(self, root: Path, state_dir: Path, units_dir: Path | None, *, interval: float = 5.0,
                  budget: int = BUDGET, db: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.thread_time) -> None:
         self.root, self.state_dir, self.units_dir = Path(root), Path(state_dir), units_dir
         self.db = db or default_db(state_dir)
         self.interval = interval
         self.budget = budget
-        self.clock = clock
+        self.clock = clock  # the thread's CPU time: what a pass cost, for the pause after it
         self.passes = 0  # completed passes (tests wait on it)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
