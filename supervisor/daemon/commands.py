@@ -191,7 +191,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "violations": unit.violations,
         "schedule": schedule,
         "sandbox": _sandbox(unit),
-        "frozen": unit.watch.frozen if driver or unit.busy else None,
+        "frozen": unit.watch.frozen_now(driver.session_id) if driver else None,
         "checkpoint_limits": _checkpoint_limits(unit),
     }
 

@@ -79,6 +79,11 @@ class SessionWatch:
     def run_began(self, now: float) -> None:
         self.run_started_at = now
 
+    def frozen_now(self, session: str | None) -> dict[str, Any] | None:
+        """The freeze to show while ``session`` runs: none once another session runs (the tick that forgets
+        the old session's freeze may be up to a second away)."""
+        return self.frozen if session is not None and session == self._session else None
+
     def _new_session(self, session: str | None) -> None:
         if session != self._session:
             self._session = session
