@@ -324,64 +324,58 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTES: list[str] = [
-    # Written by hand after the runs of 2026-12-01 (issue 19, second pass); `python -m bench --report` keeps them.
-    "This report holds one `--short --committed` run (one rotation, 5 s streams, a 15 MB flood) on a machine shared "
-    "with other sessions (load average 4-7 throughout, see Machine): its ratios are of one rotation. It took 6.4 min "
-    "at that load (about 3 min idle). The previous short run (commit 11625d2): 50 children 2.59x the floor and 0.64x "
-    "supervisord, flood 0.86x the floor's MB/s and 2.25x its CPU per MB, status 0.63x, restart latency not measured.",
-    "50 children (now 1.42x the floor, 0.50x supervisord). py-spy of the daemon (50 agents x 20 KB/s, 12 s) showed "
-    "where the main thread went: the read path (~45%), the PTY coalescing's remove_reader/add_reader (~15%), the "
-    "per-second usage-limit scan (~10-14%: a regex per line of every agent's new output) and, in a worker thread, "
-    "the containment's refusal scan (~8-13%: each fenced session's new clean text). Changes, each A/B'd: the "
-    "coalescing holds back only a stream (a read within 0.2 s of the previous one) and for 0.1 s instead of "
-    "0.04 s (1.4 -> 1.0 CPU-s per 5 s at 50 agents, alternating; no coalescing at all: 2.3); the usage-limit scan "
-    "checks five lower-case words before its regex (0.72 -> 0.013 ms per 3 KB); denied_paths makes one pass over the "
-    "whole text before its line loop. Guarantees unchanged: output faster than 4 KB per 0.1 s is never held back, "
-    "each batch is on disk before the next read, 0 bytes lost, redaction across batches as before.",
-    "Later on 2026-12-01 (not in this report's run): a slow stream is no longer parked with remove_reader/add_reader "
-    "and a timer per session per 0.1 s; supervisor/session/parking.py reads every parked PTY of the loop from one "
-    "timer every 0.1 s, and a stream stays parked while each read finds a slow stream. Scenario 1 alone, alternating "
-    "with main's code and the floor in two runs (load 3-10), medians of 10: agentd 0.575 CPU-s (main's code 0.875, "
-    "the floor 0.52; per rotation 1.12x the floor, main's code 1.72x), the loop's thread 0.36 against 0.62; 0 bytes "
-    "lost. The event index's grams() skips the CJK scan on ASCII text (a third of the indexer's samples before). "
-    "Guarantees unchanged (a parked stream is held at most 0.1 s).",
-    "What is left at 50 children: the read path's per-batch work (redaction, clean text, two writes: ~0.36 CPU-s per "
-    "5 s on the loop's thread), and the event indexer, which the 5 s window undercounts: it indexes every byte of "
-    "output (5 MB here) at 7-11 MB per CPU-second (0.47-0.72 CPU-s in three runs of 30-60 s, mostly SQLite "
-    "FTS5 trigram inserts), paced at nice 19 so that most of it falls after the window (0.12-0.27 CPU-s inside "
-    "it). Reading less often would move more of it out of the window without lowering it, so it was not done; "
-    "skipping the "
-    "re-indexing of each transcript's open part showed no difference over 30 s (0.71 vs 0.72 CPU-s). Lowering it "
-    "needs indexing less (a smaller per-turn cap than 256 KiB) or a cheaper tokenizer. Outside the window: 50 units "
-    "ending at once cost the loop's thread about 5-6 CPU-s (the keeper's git processes for the work in progress, "
-    "state writes).",
-    "Flood (0.59x the floor's MB/s, 3.2x its CPU per MB; MB/s swings with the load). cProfile of `python -m "
-    "bench.readpath`: the PTY reads themselves are over half of the time (the n_tty buffer hands over at most 4 KiB "
-    "per read; the floor pays them too), then the redactor's bytes.find per shape literal (~14 per batch), "
-    "clean text (replace, translate), two writes per batch. One read per wakeup instead of the greedy batch was "
-    "worse (19-21 against 30-41 MB per CPU-second, alternating). Reaching 1.5x needs the redaction and clean text "
-    "out of Python's per-byte work (one pass for all literals in C, or a writer process).",
-    "Restart latency (scenario 5, now measured by the cycle itself: step verified_to_wakeup). Before: about 0.85 s "
-    "(keep + stop_session + respawn of the earlier runs). The generic prompt debounce adapts (0.05 s until the "
-    "agent's output shows a pause of 0.05-0.15 s, then twice its longest pause, at most 0.15 s), a wait wakes when "
-    "the debounce ends or at the next output instead of on 0.1 s ticks, quit polls the exit every 10 ms, and the "
-    "coalescing no longer pauses after the first output of a quiet agent. `--only 5` (5 cycles, load 3-4): 0.37, "
-    "0.37, 0.38, 0.44, 0.53 s (median 0.38, target 0.4 met there); this report's 2 cycles at load 5-7: 0.63 and "
-    "0.79. What is left: the fake agent's own start (python, 0.1-0.2 s under load), keeping the trail (0.06-0.25 "
-    "s), ending the old tree and persisting (~0.05 s). Starting the new session while the old tree ends was not "
-    "done (the unit holds one driver; it would need two for a moment).",
-    "The flush itself (wait_flush, 3-7 s) is not a timeout: the fake agent writes its checkpoint through three "
-    "`agentd` CLI processes (note, decide, task-state), about 1 s each at this load.",
-    "`agentd status` (0.54x supervisorctl here; 0.28x in a run at load 8, so the ratio moves with the load). "
-    "Imports (`python -X importtime`): config.paths no longer imports dataclasses (Location is a plain class: 27 -> "
-    "2.7 ms), cli.style no longer imports shutil (bz2, lzma: ~6 ms). Left: the interpreter with site and the "
-    "editable install's finder (~20-30 ms), typing (~5 ms, imported by six small modules), socket + json (~10 ms). "
-    "The daemon answers a status from the last CPU/RSS sample when it is under 3 intervals old and samples in the "
-    "background (a run of status never waits for psutil over every tree); the table renders 200 rows in ~5 ms "
-    "instead of ~30 (no colour regex on cells without ESC).",
-    "Wakeup build (scenario 6: 1.9-2.1x the plain shell script, was 3.5x at 100,000 decisions and 9.1x for one "
-    "100,000-line file): the decision line parser split and unescaped every line character by character; a line "
-    "without a backslash now takes str.split (165 -> 48 ms at 100,000 decisions in bench.wakeup).",
+    # Written by hand after the --full run of 2026-12-01 23:46 (issue 19); `python -m bench --report` keeps them.
+    "This report holds one `--full --committed` run (2 rotations of 20 s streams, 3 floods of 200 MB, 5 restart "
+    "cycles) on an idle machine (load average 2.4 falling to 0.5; it took 21 min). The short runs before it were "
+    "at load 4-7, which flattered two ratios: the wakeup's shell reference took 28 ms there and 12 ms here, and the "
+    "5 s stream window hid most of the event indexer's work (below).",
+    "50 children (2.74x the floor, 0.71x supervisord over 20 s; 1 and 10 children: 1.11x and 0.96x the floor). "
+    "Changes this round, each A/B'd against the previous code in the same run: slow streams are parked on one timer "
+    "per loop (supervisor/session/parking.py) instead of remove_reader/add_reader and a timer per session every "
+    "0.1 s (scenario 1 over 5 s, medians of 10: 0.875 -> 0.575 CPU-s, the loop's thread 0.62 -> 0.36; the floor "
+    "0.52); before that, the coalescing holds back only a stream (1.4 -> 1.0), the usage-limit scan checks five "
+    "words before its regex (0.72 -> 0.013 ms per 3 KB), denied_paths makes one pass over the text. Guarantees "
+    "unchanged: output faster than 4 KB per 0.1 s is never held back, a parked stream waits at most 0.1 s, each "
+    "batch is on disk before the next read, 0 bytes lost, redaction across batches as before.",
+    "What is left at 50 children is the event indexer (supervisor/eventindex, a nice-19 thread of the daemon): it "
+    "indexes every byte of output (20 MB in this scenario) at 7-11 MB per CPU-second, mostly SQLite FTS5 trigram "
+    "inserts: at that rate 1.8-2.9 of the daemon's 5.4 CPU-s here (over 5 s it was 0.12-0.27 CPU-s, the rest falling after "
+    "the window). Its grams() now skips the CJK scan on ASCII text (184-279 -> 55-64 us per 4,000 characters), and "
+    "it pauses three times a pass's own CPU time (it paused three times the wall time: at nice 19 on a busy "
+    "machine that left the index minutes behind). Reaching 1.3x needs indexing less: a smaller per-turn cap than "
+    "256 KiB, only the head and tail of a long turn, or a cheaper tokenizer; each changes what `recall --events` "
+    "finds, so it is a product decision left open.",
+    "Flood (0.53x the floor's MB/s, 2.73x its CPU per MB). cProfile of `python -m bench.readpath`: the PTY reads "
+    "themselves are over half of the time (the n_tty buffer hands over at most 4 KiB per read; the floor pays them "
+    "too), then the redactor's bytes.find per shape literal (~14 per batch), clean text (replace, translate), two "
+    "writes per batch. The indexer makes no difference here (3 floods each way, alternating: 33-43 MB per CPU-s "
+    "with it off, 33-35 on). One read per wakeup instead of the greedy batch was worse (19-21 against 30-41 MB per "
+    "CPU-second). Reaching 1.5x needs the redaction and clean text out of Python's per-byte work: one pass for all "
+    "literals in C (an Aho-Corasick extension), or a writer process fed by a bounded pipe.",
+    "50 idle agents (0.567 % of a core, target 0.5 %; 0.500 in the short run before): the indexer's pass every 5 s "
+    "(one stat per transcript and memory file) is 0.1-0.15 % of a core (bench.events). Backing its interval off "
+    "while nothing changes would meet it, at the cost of a later first hit after a quiet spell.",
+    "`agentd status` (0.46x supervisorctl, met). Imports (`python -X importtime`): config.paths no longer imports "
+    "dataclasses (27 -> 2.7 ms), cli.style no longer imports shutil (~6 ms). The daemon answers from a CPU/RSS "
+    "sample under 3 status intervals old and samples again in the background; a unit started or restarted since "
+    "its last sample is always sampled first (so a new session never shows 0 or its predecessor's figures).",
+    "Restart latency (0.37 s median over 5 cycles, met; supervisord's stop + start + prompt 0.23 s). The cycle "
+    "measures it itself (step verified_to_wakeup). The generic prompt debounce adapts (0.05 s until the agent's "
+    "output shows a pause, then twice its longest pause, at most 0.15 s), waits wake on output instead of 0.1 s "
+    "ticks, quit polls the exit every 10 ms. Left: the fake agent's own start (~0.15 s), ending the old tree "
+    "(0.07 s), keeping the trail (0.03 s).",
+    "200 agents (section 8, idle): 0 bytes lost, status p95 194 ms (the bare `python -c pass` beside it: 92 ms), "
+    "peak RSS 130 MB: met. CPU grew 4.42x from 50 to 200 agents (0.121 -> 0.134 CPU-s per agent), just over "
+    "linear: not met. Not profiled at 200; the parts that grow with the count are the indexer's passes (a stat of "
+    "every transcript and 400 KB/s to index) and the per-second watch of each unit.",
+    "The flush itself (wait_flush, ~1 s idle) is not a timeout: the fake agent writes its checkpoint through three "
+    "`agentd` CLI processes (note, decide, task-state).",
+    "Wakeup build (3.83x the plain shell script at 100,000 decisions, not met; 1.92x in the loaded short run, where "
+    "the shell took 28 ms instead of 12). cProfile at 1,000 decisions: the backtrack section (older decisions that "
+    "match the task) parses the newest 500 decisions of the module and global logs at every build, about 26 of the "
+    "35 ms; the decision line parser already skips character-by-character unescaping on plain lines (165 -> 48 ms "
+    "at 100,000). Reaching 2x needs the backtrack not to parse 500 lines per wakeup: a term index of the logs kept "
+    "beside state.json, or a raw-line prefilter on the task's words (path globs make a safe prefilter harder).",
 ]
 
 if __name__ == "__main__":

@@ -123,8 +123,9 @@ def write_report(data: dict, path: Path) -> None:
         L.append(f"| {kind} | {span(walls, 0)} | {span(cpus, 0)} |")
     aw = [w for r in s4["agentd"] for w in r["wall_s"]]
     sw = [w for r in s4["supervisord"] for w in r["wall_s"]]
-    L += ["", f"Ratio (wall, medians): {ratio(aw, sw)}. The wall time includes the daemon's side (agentd samples "
-          "CPU and RSS of all 50 process trees for every `status`). `agentd status` is answered by "
+    L += ["", f"Ratio (wall, medians): {ratio(aw, sw)}. The wall time includes the daemon's side (agentd answers "
+          "from a CPU/RSS sample of the 50 process trees under 3 status intervals old, and takes the next one in "
+          "the background). `agentd status` is answered by "
           "`supervisor/cli/fast.py` (standard library only: no click, tabulate, asyncio or pydantic); with "
           "`--committed` agentd runs as `python -m supervisor` with the archive on PYTHONPATH.", ""]
     s5 = data["scenarios"]["5_restart"]
