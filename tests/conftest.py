@@ -12,6 +12,7 @@ Test modules import helpers from here, never from each other.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -137,6 +138,19 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+async def wait_until_async(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.01,
+                           what: str = "condition") -> Any:
+    """:func:`wait_until` inside a running event loop (the loop keeps running between polls)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def stays(predicate: Callable[[], Any], seconds: float, interval: float = 0.05) -> bool:

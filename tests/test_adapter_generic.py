@@ -9,7 +9,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, get_args
@@ -24,6 +24,7 @@ from supervisor.session.screen import Screen
 from supervisor.session.pty import Session
 from supervisor.config.settings import Settings
 from supervisor.config.units import AgentSection, parse_unit
+from tests.conftest import wait_until_async
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 15.0
@@ -203,13 +204,6 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-async def until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.01)
-
-
 def test_prompt_watcher_idle_busy_idle(tmp_path: Path) -> None:
     adapter = make(tmp_path, "prompt = '^fake> $'")
 
@@ -272,7 +266,7 @@ def test_wakeup_as_first_message_and_bracketed_paste_arrive_whole(tmp_path: Path
             assert await watcher.wait_turns(2, TIMEOUT)
             await type_text(session, adapter, watcher, "first line\nsecond line\nthird")
             assert await watcher.wait_turns(3, TIMEOUT)
-            await until(lambda: len(read_log(log)) >= 2)
+            await wait_until_async(lambda: len(read_log(log)) >= 2, TIMEOUT)
             messages = read_log(log)
             assert messages == [{"n": 1, "text": wakeup}, {"n": 2, "text": "first line\nsecond line\nthird"}]
 
@@ -287,7 +281,7 @@ def test_paste_lines_mode_sends_each_line(tmp_path: Path) -> None:
         async with running(adapter, tmp_path, "--input-log", str(log)) as (session, watcher, _):
             assert await watcher.wait_idle(TIMEOUT)
             await type_text(session, adapter, watcher, "echo a\necho b")
-            await until(lambda: len(read_log(log)) >= 2)
+            await wait_until_async(lambda: len(read_log(log)) >= 2, TIMEOUT)
             assert [m["text"] for m in read_log(log)] == ["echo a", "echo b"]
 
     asyncio.run(scenario())
@@ -301,7 +295,7 @@ def test_quit_keys_end_the_fake_agent(tmp_path: Path) -> None:
             assert await watcher.wait_idle(TIMEOUT)
             for data, _pause in adapter.quit().steps:
                 session.send(data)
-            await until(lambda: session.reap() is not None)
+            await wait_until_async(lambda: session.reap() is not None, TIMEOUT)
             assert session.exit is not None and session.exit.code == 0
 
     asyncio.run(scenario())

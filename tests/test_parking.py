@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
 from pathlib import Path
 
 from supervisor.session.parking import COALESCE_BYTES, INTERVAL, Parking, parking_of, slow_stream
 from supervisor.session.pty import Session
+from tests.conftest import wait_until_async
 
 TIMEOUT = 30.0
 # 100-byte lines, 4 every 20 ms (20 KB/s, the bench's stream), for 1 s; then quiet until killed
@@ -36,13 +36,6 @@ def _session(tmp_path: Path, code: str) -> Session:
     return session
 
 
-async def _until(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + TIMEOUT
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
-
-
 def test_a_slow_stream_is_parked_read_whole_and_handed_back(tmp_path: Path) -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -52,14 +45,14 @@ def test_a_slow_stream_is_parked_read_whole_and_handed_back(tmp_path: Path) -> N
         session.attach(loop)
         parking = parking_of(loop)
         try:
-            await _until(lambda: session in parking, "the stream to be parked")
-            await _until(lambda: b"DONE" in seen, "the end of the stream")
-            await _until(lambda: session not in parking, "the quiet PTY to be watched again")
+            await wait_until_async(lambda: session in parking, TIMEOUT, what="the stream to be parked")
+            await wait_until_async(lambda: b"DONE" in seen, TIMEOUT, what="the end of the stream")
+            await wait_until_async(lambda: session not in parking, TIMEOUT, what="the quiet PTY to be watched again")
             assert loop.remove_reader(session._fd)  # the loop's reader is back
             loop.add_reader(session._fd, session._on_readable)
         finally:
             session.signal_tree(signal.SIGKILL)
-            await _until(lambda: session.reap() is not None, "the child's exit")
+            await wait_until_async(lambda: session.reap() is not None, TIMEOUT, what="the child's exit")
             session.close()
         lines = [ln for ln in bytes(seen).split(b"\r\n") if ln and ln != b"DONE"]
         assert [int(ln[:9]) for ln in lines] == list(range(200))  # every line, in order
@@ -75,10 +68,10 @@ def test_close_while_parked_unparks(tmp_path: Path) -> None:
         session = _session(tmp_path, STREAM)
         session.attach(loop)
         try:
-            await _until(lambda: session in parking_of(loop), "the stream to be parked")
+            await wait_until_async(lambda: session in parking_of(loop), TIMEOUT, what="the stream to be parked")
         finally:
             session.signal_tree(signal.SIGKILL)
-            await _until(lambda: session.reap() is not None, "the child's exit")
+            await wait_until_async(lambda: session.reap() is not None, TIMEOUT, what="the child's exit")
             session.close()
         assert session not in parking_of(loop)
 
@@ -116,7 +109,7 @@ def test_one_failing_session_does_not_stall_the_others() -> None:
         failing, slow = _Failing(), _Slow()
         parking.park(failing)
         parking.park(slow)
-        await _until(lambda: slow.polls >= 3, "three polls of the slow session")
+        await wait_until_async(lambda: slow.polls >= 3, TIMEOUT, what="three polls of the slow session")
         assert failing.watched and failing not in parking and slow not in parking
         assert [str(e["exception"]) for e in errors] == ["boom"]
 

@@ -21,6 +21,7 @@ from typing import Any
 from supervisor.control import attach as proto
 from supervisor.control.framing import FrameDecoder
 from supervisor.session.pty import Session
+from tests.conftest import wait_until_async
 
 HALF, REST = "sk-proj-Q7vB2mX9kL4p", "T8wR1nZ6yH3jF5dS0aGcE"
 KEY = (HALF + REST).encode()
@@ -35,14 +36,6 @@ SCRIPT = (
     "sys.stdin.readline()\n"
 )
 TIMEOUT = 20.0
-
-
-async def until(predicate: Any, what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def stays(predicate: Any, seconds: float) -> bool:
@@ -65,7 +58,7 @@ def start(tmp_path: Path) -> Session:
 
 async def finish(session: Session) -> None:
     session.signal_tree(9)
-    await until(lambda: session.reap() is not None, "the agent to exit")
+    await wait_until_async(lambda: session.reap() is not None, TIMEOUT, what="the agent to exit")
     session.close()
 
 
@@ -77,13 +70,13 @@ def test_raw_listeners_see_a_half_key_at_once_viewers_never(tmp_path: Path) -> N
         session.add_listener(raw.append)
         session.add_output_listener(shown.append)
         try:
-            await until(lambda: HALF.encode() in b"".join(raw), "the half key on the raw listener")
-            await until(lambda: b"ready" in b"".join(shown), "the first line on the output listener")
+            await wait_until_async(lambda: HALF.encode() in b"".join(raw), TIMEOUT, what="the half key on the raw listener")
+            await wait_until_async(lambda: b"ready" in b"".join(shown), TIMEOUT, what="the first line on the output listener")
             # a second and more without output: the half key stays held (no quiet flush)
             assert await stays(lambda: b"sk-" not in b"".join(shown) and b"sk-" not in session.transcript.log_path.read_bytes(), 1.5)
             assert session.transcript.pending == len(HALF)
             session.send(b"go\r")
-            await until(lambda: b"done" in b"".join(shown), "the rest")
+            await wait_until_async(lambda: b"done" in b"".join(shown), TIMEOUT, what="the rest")
             out = b"".join(shown)
             assert out.endswith(b"key: [REDACTED] done\r\r\n") and KEY[:8] not in out and REST.encode() not in out
             assert session.transcript.log_path.read_bytes() == out  # viewers see exactly what the .log got
@@ -129,7 +122,7 @@ def test_the_attach_server_relays_the_redacted_stream_unless_raw_is_asked(tmp_pa
         session.add_listener(raw_seen.append)
         views = {}
         try:
-            await until(lambda: HALF.encode() in b"".join(raw_seen), "the half key")
+            await wait_until_async(lambda: HALF.encode() in b"".join(raw_seen), TIMEOUT, what="the half key")
             for raw in (False, True):
                 views[raw] = await _view(session, {"unit": "leaky", "read_only": True, "raw": raw})
             session.send(b"go\r")
