@@ -112,7 +112,8 @@ class ScreenWatcher(TurnWatcher):
         now = self.clock()
         pause = now - self.last_output_at
         # a pause inside the output: not the start-up, not one spanning a message agentd typed, and not
-        # one the minimum covers anyway (the PTY reader's own pacing makes pauses of up to 0.04 s: pty.COALESCE)
+        # one under the minimum (a slow stream's parking, session.parking.INTERVAL = 0.1 s, is above it: a
+        # parked stream's batches are learnt as pauses: the debounce becomes twice that, within its cap)
         if (self._fed and DEBOUNCE_MIN <= pause < self.max_debounce
                 and (self.submitted_at is None or self.submitted_at < self.last_output_at)):
             self.longest_pause = max(self.longest_pause, pause)

@@ -37,7 +37,7 @@ import psutil
 import ptyprocess
 
 from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
-from .parking import INTERVAL, parking_of, slow_stream
+from .parking import parking_of, slow_stream
 from .transcript import Transcript
 
 READ_SIZE = 65536
@@ -45,8 +45,6 @@ READ_SIZE = 65536
 READ_CAP = 262144
 #: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
 SHORT_READ = 2048
-#: Slow streams are read on one timer per loop (see :mod:`.parking`).
-COALESCE = INTERVAL
 
 
 class SpawnError(Exception):
