@@ -49,7 +49,6 @@ DEFAULT_MARKS = ("›", "❯")
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_CJK_ONLY = re.compile(f"[{_CJK}]+")
 _TWO_LETTER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{2}(?![A-Za-z0-9])")
 _ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 _SESSION_TIME = re.compile(r"(\d{8}T\d{6})(\.\d+)?")
@@ -146,7 +145,7 @@ def grams(text: str) -> str:
 
 
 def is_cjk(word: str) -> bool:
-    return _CJK_ONLY.fullmatch(word) is not None
+    return _CJK_RUN.fullmatch(word) is not None
 
 
 def two_letter(word: str) -> bool:
