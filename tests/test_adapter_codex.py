@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import time
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,10 +48,12 @@ def value(argv: list[str], key: str) -> Any:
     return tomllib.loads("v = " + found[0][len(key) + 1:])["v"]
 
 
-def rollout(home: Path, thread: str = THREAD) -> Path:
-    day = home / "sessions" / "2026" / "12" / "01"
+def rollout(home: Path, thread: str = THREAD, at: float | None = None) -> Path:
+    """A rollout path in the day folder Codex would use at ``at`` (default: now; never a fixed date)."""
+    t = time.localtime(time.time() if at is None else at)
+    day = home / "sessions" / time.strftime("%Y/%m/%d", t)
     day.mkdir(parents=True, exist_ok=True)
-    return day / f"rollout-2026-12-01T10-00-00-{thread}.jsonl"
+    return day / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', t)}-{thread}.jsonl"
 
 
 def line(payload: dict[str, Any], kind: str = "event_msg") -> str:
@@ -235,6 +238,33 @@ def test_the_window_is_codexs_own_and_a_disagreeing_unit_window_warns(tmp_path: 
     plain = make(tmp_path)
     argv = plain.launch(None, "s2", {}).argv
     assert not [o for o in overrides(argv) if o.startswith(("model_context_window=", "model_auto_compact_token_limit="))]
+
+
+def test_the_rollout_folders_searched_span_the_sessions_whole_life(tmp_path: Path) -> None:
+    from supervisor.adapters.codex.rollout import day_dirs
+
+    sessions = tmp_path / "sessions"
+    launch = time.mktime((2026, 11, 28, 23, 30, 0, 0, 0, -1))  # a fixed local time: no test depends on today
+    for day in ("2026/11/26", "2026/11/27", "2026/11/28", "2026/11/30", "2026/12/03", "2026/12/04", "2026/12/05"):
+        (sessions / day).mkdir(parents=True)
+    found = [str(d.relative_to(sessions)) for d in day_dirs(sessions, launch, launch + 4 * 86400)]
+    # launched on the 28th, searched on 2 December: from the 27th (a day's margin for UTC) to the 3rd
+    assert found == ["2026/11/27", "2026/11/28", "2026/11/30", "2026/12/03"]
+    assert [str(d.relative_to(sessions)) for d in day_dirs(sessions, launch, launch)] == [
+        "2026/11/27", "2026/11/28"]
+
+
+def test_a_session_whose_first_turn_comes_days_after_its_launch_finds_its_rollout(tmp_path: Path) -> None:
+    adapter = make(tmp_path)
+    launch = adapter.launch(None, "s1", {})
+    state = adapter._sessions["s1"]
+    clock = [state.started_wall + 3 * 86400 + 600]
+    state.wall = lambda: clock[0]
+    path = rollout(Path(launch.env["CODEX_HOME"]), at=clock[0])  # created three days after the launch
+    path.write_text(line({"cwd": str(tmp_path)}, "session_meta") + line(
+        {"type": "token_count", "info": {"last_token_usage": {"total_tokens": 1000}, "model_context_window": 95000}}))
+    s = SimpleNamespace(session_id="s1", env={}, cwd=tmp_path)
+    assert adapter.context(s).used == 1000
 
 
 def test_a_trust_screen_is_blocked_with_what_to_do_or_answered(tmp_path: Path) -> None:

@@ -194,7 +194,8 @@ class CodexAdapter(Adapter):
     def _state(self, session: Session) -> SessionState:
         state = self._sessions.get(session.session_id)
         if state is None:  # a session launched by another adapter instance (reload): best effort
-            state = SessionState(Path(session.env.get("CODEX_HOME", Path.home() / ".codex")), session.cwd, None)
+            state = SessionState(Path(session.env.get("CODEX_HOME", Path.home() / ".codex")), session.cwd, None,
+                                 since=getattr(session, "started_wall", None))
             self._sessions = {session.session_id: state}
         return state
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ...durable import JsonlTail
 from ..hookctx import HookContext
@@ -97,14 +97,16 @@ class SessionState:
     """What the adapter knows about one Codex session."""
 
     def __init__(self, home: Path, workdir: Path, prompt: str | None, claimed: set[Path] | None = None,
-                 hooks: HookContext | None = None, probe: ScreenProbe | None = None) -> None:
+                 hooks: HookContext | None = None, probe: ScreenProbe | None = None,
+                 wall: Callable[[], float] = time.time, since: float | None = None) -> None:
+        self.wall = wall  # the wall clock: rollout folders are named by date
         self.claimed = claimed if claimed is not None else set()  # rollouts of earlier sessions
         self.home = home
         self.workdir = workdir
         self.prompt = prompt  # the positional prompt (the kickoff), to tell this session's thread
         self.hooks = hooks  # agentd's hook context (None: hooks off)
         self.probe = probe
-        self.started_wall = time.time()
+        self.started_wall = since if since else wall()  # the session's launch (a reload passes the real one)
         self.rollout: Rollout | None = None
         self.title_threads: set[str] = set()
         self.compactions_reported = 0
@@ -129,7 +131,7 @@ class SessionState:
             return None
         self.next_scan = now + 0.5
         candidates = []
-        for day in recent_day_dirs(sessions):
+        for day in day_dirs(sessions, self.started_wall, self.wall()):
             for path in day.glob("rollout-*.jsonl"):
                 try:
                     if path in self.claimed or path.stat().st_mtime < self.started_wall - 1:
@@ -146,10 +148,22 @@ class SessionState:
         return self.rollout
 
 
-def recent_day_dirs(sessions: Path) -> list[Path]:
-    """``sessions/YYYY/MM/DD`` of yesterday, today and tomorrow (local and UTC dates)."""
-    days = set()
-    for offset in (-86400, 0, 86400):
-        for t in (time.localtime(time.time() + offset), time.gmtime(time.time() + offset)):
+def day_dirs(sessions: Path, since: float, now: float) -> list[Path]:
+    """``sessions/YYYY/MM/DD`` that can hold a rollout created between ``since`` and ``now``.
+
+    Codex names the folder by the date the rollout was created, which is at or
+    after the session's launch (``since``) and at or before ``now``.  A session
+    can wait days for its first turn, and a day either side covers local dates
+    against UTC ones.  The range is bounded by the session's own age, never by
+    "yesterday, today, tomorrow" of the moment of the search: a search made the
+    day after launch must still look at the launch day.
+    """
+    days: set[Path] = set()
+    day, last = since - 86400, now + 86400
+    while True:
+        for t in (time.localtime(day), time.gmtime(day)):
             days.add(sessions / time.strftime("%Y", t) / time.strftime("%m", t) / time.strftime("%d", t))
+        if day >= last:
+            break
+        day = min(day + 86400, last)
     return [d for d in sorted(days) if d.is_dir()]
