@@ -76,10 +76,15 @@ class Stat:
 def read_stat(pid: int) -> Stat:
     """``/proc/PID/stat``; ProcessLookupError when there is no such process."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessLookupError(pid) from None
+    try:
+        data = os.read(fd, 4096)  # one read: the kernel writes the line whole
+    except ProcessLookupError:  # ESRCH: gone between the open and the read
+        raise ProcessLookupError(pid) from None
+    finally:
+        os.close(fd)
     left, right = data.find(b"("), data.rfind(b")")
     fields = data[right + 2:].split()
     if left < 0 or right < left or len(fields) < 20:
