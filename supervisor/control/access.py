@@ -38,7 +38,9 @@ which session that process belongs to.  One of three kinds:
       "note": Command(note, frozenset({"unit", "text"}), "a note for the unit's module", who=Own("unit")),
 
   where ``note`` writes for ``args["unit"]``: the caller's unit when an agent
-  asked, the named unit when the operator did.
+  asked, the named unit when the operator did.  Whatever else such a handler
+  acts on (the module, the scope, the files) it derives from that unit's
+  spec, never from another argument an agent could fill in (``module=``).
 
 :func:`permit` is the decision (pure): the arguments to run with, or
 :class:`Refused` with a message that names the caller (its unit) and the command.
