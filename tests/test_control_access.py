@@ -22,8 +22,9 @@ import pytest
 
 from supervisor.control.access import ANYONE, OPERATOR, Caller, Kind, Own, Refused, permit
 from supervisor.control.framing import encode
-from supervisor.control.server import Command, ControlServer
+from supervisor.control.server import Command
 from tests.conftest import REPO, raw_request
+from tests.control_fixtures import serving as control_serving
 
 UNIT = Caller.of_unit("web", "s1", pid=42)
 STRAY = Caller.stray(43, "an orphan that left its session")
@@ -129,26 +130,8 @@ def serving(path: Path, callers: FakeCallers) -> Iterator[list[tuple[str, dict]]
                                     who=Own("unit", session="session")),
              "send": Command(handler("send"), frozenset({"unit", "text"})),
              "attach": Command(stream, frozenset({"unit"}), stream=True)}
-    loop = asyncio.new_event_loop()
-    srv = ControlServer(path, table, callers=callers)
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
+    with control_serving(path, table, callers=callers):
         yield calls
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def _ask(path: Path, cmd: str, **args: Any) -> dict:

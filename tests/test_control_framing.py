@@ -9,11 +9,9 @@ answer each one and go on serving.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +21,9 @@ from hypothesis import strategies as st
 
 from supervisor.control.framing import (FRAME_HEADER, MAX_DEPTH, MAX_DIGITS, MAX_FRAME, FrameDecoder, ProtocolError,
                                         decode, encode, frame)
-from supervisor.control.server import Command, ControlServer
+from supervisor.control.server import Command
 from tests.conftest import read_reply
+from tests.control_fixtures import serving
 
 PATHOLOGIES = [
     (b"[" * 100_000, "nested more than 32 deep"),
@@ -107,24 +106,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         return {"echo": args.get("value")}
 
     path = tmp_path_factory.mktemp("fuzz") / "s.sock"
-    loop = asyncio.new_event_loop()
-    srv = ControlServer(path, {"echo": Command(echo, frozenset({"value"}))})
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield path
-    asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    with serving(path, {"echo": Command(echo, frozenset({"value"}))}):
+        yield path
 
 
 def _send(path: Path, data: bytes) -> dict | None:
