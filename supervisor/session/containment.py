@@ -35,7 +35,6 @@ callers apart (:mod:`.lineage`; a group is no proof of who a process is).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import enum
 import os
 import signal
@@ -48,11 +47,10 @@ from typing import Protocol
 import psutil
 
 from . import lineage
+from .lineage import is_child_subreaper, reap_adopted, set_child_subreaper  # noqa: F401 - is_child_subreaper: re-exported
 from .cgroup import KILL_WAIT, POLL, CgroupUnavailable, Group, JoinStep, Parent, enable_controllers, find_parent
 from .process import ExitInfo, ProcessRecord, descendants, end_processes, record_of, running
 
-PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
 SESSION_ENV = "AGENTD_SESSION"
 ROOT_ENV = "AGENTD_ROOT"
 
@@ -177,22 +175,7 @@ class _Base:
         started them) are collected, each with its own ``waitpid``.
         """
         leaders = {m.leader.pid for m in self.members.values() if m.leader}
-        found = lineage.children()
-        pids = found if found is not None else [c.pid for c in psutil.Process().children()]
-        reaped = []
-        for pid in pids:
-            if pid in leaders:
-                continue
-            try:
-                stat = lineage.read_stat(pid)
-                if stat.state != "Z" or stat.sid == self._sid:
-                    continue
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except (ProcessLookupError, ChildProcessError):
-                continue
-            if done:
-                reaped.append((done, ExitInfo.from_wait_status(status)))
-        return reaped
+        return [(pid, ExitInfo.from_wait_status(status)) for pid, status in reap_adopted(leaders, self._sid)]
 
     def processes(self, member: Member) -> list[psutil.Process]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -340,27 +323,6 @@ class CgroupContainment(_Base):
             self.parent.path.rmdir()
         except OSError:
             pass
-
-
-def _prctl() -> Callable[..., int]:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = libc.prctl
-    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def set_child_subreaper() -> None:
-    """Make this process the reaper of its descendants' orphans (``PR_SET_CHILD_SUBREAPER``)."""
-    if _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
-
-
-def is_child_subreaper() -> bool:
-    value = ctypes.c_int(0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
 
 
 class SubreaperContainment(_Base):

@@ -38,6 +38,11 @@ does not say who a process is.
   proved: a ``setsid`` orphan (it left its session and its parent died, so
   nothing unforgeable ties it to one), or a child of the daemon's own helpers.
 
+Also here, the rest of what the daemon does with the tree: becoming a child
+subreaper (:func:`set_child_subreaper`), reaping the orphans it adopted
+(:func:`reap_adopted`, from ``/proc/self/task/*/children``, not a scan of
+``/proc``), and naming itself (:func:`mark_daemon`).
+
 Races: each step up the tree is checked (the child's parent is read again
 after the parent itself: had the parent died meanwhile, the child would have
 been reparented), so a parent whose pid was reused is never followed; the walk
@@ -59,6 +64,8 @@ MAX_DEPTH = 4096
 #: Walks started again when the tree changed under one, before giving up.
 ATTEMPTS = 8
 PR_SET_NAME = 15
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,51 @@ def _child_of(daemon: Stat, me: int, read: Callable[[int], Stat]) -> Stat | None
     if len(mine) >= 2 and (mine[-1].pid, mine[-1].start) == (daemon.pid, daemon.start):
         return mine[-2]
     return None
+
+
+def _prctl() -> Callable[..., int]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = libc.prctl
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def set_child_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans (``PR_SET_CHILD_SUBREAPER``)."""
+    if _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+
+
+def is_child_subreaper() -> bool:
+    value = ctypes.c_int(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+
+
+def reap_adopted(skip: set[int], own_sid: int) -> list[tuple[int, int]]:
+    """``waitpid`` each dead child of this process but those in ``skip`` and those in session ``own_sid``;
+    ``(pid, wait status)`` of each one reaped.  OSError when ``/proc`` cannot be read."""
+    found = children()
+    if found is None:
+        import psutil
+
+        found = [c.pid for c in psutil.Process().children()]
+    reaped = []
+    for pid in found:
+        if pid in skip:
+            continue
+        try:
+            stat = read_stat(pid)
+            if stat.state != "Z" or stat.sid == own_sid:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except (ProcessLookupError, ChildProcessError):
+            continue
+        if done:
+            reaped.append((done, status))
+    return reaped
 
 
 def mark_daemon() -> None:
