@@ -225,3 +225,45 @@ def test_a_peer_that_cannot_be_looked_up_is_refused_with_the_reason(tmp_path: Pa
     assert json.dumps(Caller.of_unit("a", "s").log_fields()) == \
         '{"caller": "unit", "caller_unit": "a", "caller_session": "s", "caller_pid": 0}'
     assert Caller.operator().kind is Kind.OPERATOR
+
+
+NAMESPACED_SERVER = """
+import asyncio, sys
+from pathlib import Path
+from supervisor.control.access import ANYONE, Caller
+from supervisor.control.server import Command, ControlServer
+
+class Everyone:
+    def caller(self, pid):
+        return Caller.operator(pid)
+
+async def main():
+    async def ping(args):
+        return {}
+    server = ControlServer(Path(sys.argv[1]), {"ping": Command(ping, who=ANYONE)}, callers=Everyone())
+    await server.start()
+    print("serving", flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def test_a_peer_the_daemons_pid_namespace_cannot_see_is_refused(tmp_path: Path) -> None:
+    """The server in a pid namespace of its own, the client (this test) outside it: SO_PEERCRED says pid 0."""
+    path = tmp_path / "ns" / "s.sock"
+    argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c", NAMESPACED_SERVER, str(path)]
+    try:
+        server = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) on this machine")
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline() != "serving\n":
+            pytest.skip(f"no pid namespace here: {server.stderr.read() if server.stderr else ''}")
+        reply = _ask(path, "ping")
+    finally:
+        server.kill()
+        server.wait(10)
+    assert reply == {"ok": False, "error": "permission denied: the calling process is not visible from agentd's pid "
+                                           "namespace, so its unit cannot be told"}
