@@ -89,6 +89,7 @@ FORBIDDEN: list[tuple[str, dict]] = [
     ("reset-failed", {}),
     ("reload", {}),
     ("web", {}),
+    ("web", {"stop": True}),
     ("broadcast", {"text": MARK + "broadcast", "origin": OTHER}),
     ("shutdown", {"now": True}),
 ]
