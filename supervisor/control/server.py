@@ -108,13 +108,26 @@ class ControlServer:
         self._listener = Listener(path, self._accepted, relieve=self.table.evict_idle)
         self._uid = os.getuid() if owner_uid is None else owner_uid
         self._tasks: set[asyncio.Task[None]] = set()
+        self._spare: int | None = None  # a descriptor held for telling callers apart when there is none
 
     async def start(self) -> None:
         await self._listener.start()
+        self._take_spare()
 
     async def close(self) -> None:
         """Stop accepting (connections being served finish their reply)."""
         await self._listener.close()
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
+
+    def _take_spare(self) -> None:
+        """Hold the descriptor that telling a caller apart may use when there is no other."""
+        if self._spare is None and self.callers is not None:
+            try:
+                self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._spare = None  # out of descriptors: taken again after the next caller told on it
 
     def _accepted(self, sock: socket.socket, spare: bool) -> None:
         """A new connection: serve it, on the reserve, or refuse it with a clear error."""
@@ -221,9 +234,10 @@ class ControlServer:
     async def _identify(self, sock: socket.socket, peer: Peer) -> Caller | str:
         """Who the peer is, or why that cannot be told (then it is refused).
 
-        Telling needs one descriptor at a time (a ``/proc`` file, then the pidfd).  Out of them, an idle
-        connection gives way, as for an accept (:mod:`supervisor.control.connections`), or the server waits
-        for one, up to :data:`IDENTIFY_WAIT` seconds.
+        Telling needs one descriptor at a time (a ``/proc`` file, then the pidfd).  Out of them, it is
+        done on the loop in the place of the server's spare descriptor (nothing else on the loop takes
+        that place meanwhile); failing that, an idle connection gives way, as for an accept
+        (:mod:`supervisor.control.connections`), or the server waits, up to :data:`IDENTIFY_WAIT` seconds.
         """
         if self.callers is None:
             return OPERATOR_CALLER
@@ -233,11 +247,12 @@ class ControlServer:
         deadline, delay = self.table.clock() + IDENTIFY_WAIT, 0.0
         while True:
             try:
-                if PIN_FIRST:
-                    peer.pin(sock)
-                caller = await asyncio.to_thread(self.callers.caller, peer.pid)
-                peer.pin(sock)  # the process that connected: still alive, so its pid was never reused since
-                alive = peer.alive()
+                try:
+                    caller = await asyncio.to_thread(self._tell, sock, peer)
+                except OSError as exc:
+                    if isinstance(exc, ProcessLookupError) or exc.errno not in (errno.EMFILE, errno.ENFILE):
+                        raise
+                    caller = self._tell_on_spare(sock, peer)
             except ProcessLookupError:
                 return gone
             except OSError as exc:
@@ -249,9 +264,30 @@ class ControlServer:
             except Exception as exc:  # noqa: BLE001 - a fault in the lookup grants nothing and ends nothing else
                 log.exception("control_caller_lookup_failed", peer_pid=peer.pid)
                 return f"agentd could not tell which unit pid {peer.pid} is in ({type(exc).__name__}: {exc})"
-            finally:
-                peer.close()
-            return caller if alive else gone
+            return caller if caller is not None else gone
+
+    def _tell(self, sock: socket.socket, peer: Peer) -> Caller | None:
+        """The caller (blocking); None when the process that connected is gone by the end of the lookup."""
+        assert self.callers is not None
+        try:
+            if PIN_FIRST:
+                peer.pin(sock)
+            caller = self.callers.caller(peer.pid)
+            peer.pin(sock)  # the process that connected: still alive, so its pid was never reused since
+            return caller if peer.alive() else None
+        finally:
+            peer.close()
+
+    def _tell_on_spare(self, sock: socket.socket, peer: Peer) -> Caller | None:
+        """:meth:`_tell` on the loop, out of descriptors, in the place of the spare (EMFILE when there is none)."""
+        if self._spare is None:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        os.close(self._spare)
+        self._spare = None
+        try:
+            return self._tell(sock, peer)
+        finally:
+            self._take_spare()
 
     @staticmethod
     def _bind(name: str, command: Command, caller: Caller, args: dict[str, Any]) -> dict[str, Any] | str:
