@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import struct
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,8 +12,9 @@ import pytest
 
 from supervisor.control.client import Client
 from supervisor.control.framing import MAX_MESSAGE, ControlError, encode
-from supervisor.control.server import Command, ControlServer
+from supervisor.control.server import Command
 from tests.conftest import raw_request
+from tests.control_fixtures import serving as control_serving
 
 
 async def _echo(args: dict) -> dict:
@@ -29,26 +28,8 @@ async def _boom(args: dict) -> None:
 @contextmanager
 def serving(path: Path, **options: int) -> Iterator[Path]:
     """A ControlServer (echo, boom) on its own loop thread; closed at the end."""
-    loop = asyncio.new_event_loop()
-    srv = ControlServer(path, {"echo": Command(_echo, frozenset({"value"})), "boom": Command(_boom)}, **options)
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
+    with control_serving(path, {"echo": Command(_echo, frozenset({"value"})), "boom": Command(_boom)}, **options):
         yield path
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture

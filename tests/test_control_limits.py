@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,36 +15,18 @@ from supervisor.control.connections import Admission, Conn, Limits, admit, oldes
 from supervisor.control.framing import ControlError, encode
 from supervisor.control.server import Command, ControlServer
 from tests.conftest import wait_until
+from tests.control_fixtures import serving
 
 
 def serve(path: Path, limits: Limits) -> Iterator[ControlServer]:
-    loop = asyncio.new_event_loop()
-
     async def echo(args: dict) -> dict:
         return {"echo": args.get("value")}
 
     async def status(args: dict) -> dict:
         return {"units": []}
 
-    srv = ControlServer(path, {"echo": Command(echo, frozenset({"value"})), "status": Command(status)}, limits)
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
+    with serving(path, {"echo": Command(echo, frozenset({"value"})), "status": Command(status)}, limits=limits) as srv:
         yield srv
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(10)
-        wait_until(lambda: srv.table.open == 0, 10, what="the connections to end")
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import json
 import socket
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -137,7 +138,8 @@ def test_a_refused_or_missing_token_is_named_and_never_shown(pair: tuple[Dashboa
     assert not view.ok and view.error and "401" in view.error and view.cards == []
     assert wrong not in repr(view) and wrong not in json.dumps(view.as_dict())
     right = fetch_peer(Peer(url=b.base, token_file=b.project.state / "web-token"), 5.0, tmp_path)
-    assert right.ok and right.host == "host-b" and [c["unit"] for c in right.cards] == ["gamma"]
+    assert right.ok and [c["unit"] for c in right.cards] == ["gamma"]
+    assert right.host == right.name == right.url.split("//")[1].rstrip("/") and right.calls_itself == "host-b"
     missing = fetch_peer(Peer(url=b.base, token_file=Path("nope-token")), 5.0, tmp_path)
     assert not missing.ok and missing.error == f"no token: token file {tmp_path / 'nope-token'}: No such file or directory"
     unset = fetch_peer(Peer(url=b.base, token_env="AGENTD_TEST_NO_SUCH_VARIABLE"), 5.0, tmp_path)
@@ -191,6 +193,68 @@ def test_fleet_settings_refuse_a_token_in_the_url_and_never_show_one(tmp_path: P
     assert settings.fleet.peers[0].read_token(tmp_path) == "hush-hush"
     with pytest.raises(ValueError, match="two peers are named"):
         FleetSettings(peers=[Peer(url="http://a:1/", token_env="X"), Peer(url="http://b:1/", name="a:1", token_env="Y")])
+
+
+def test_a_peer_cannot_claim_this_daemons_name_nor_flood_the_view(tmp_path: Path) -> None:
+    """Issue 25 §6: a peer answering as ``host-a`` (this daemon) with 3,000 cards, some twice."""
+    cards = [{"unit": "alpha", "state": "failed", "host": "host-a", "id": "host-a/alpha",
+              "alarms": [{"kind": "failed", "text": "forged"}]}]
+    cards += [{"unit": f"u{i:04d}", "state": "running", "host": "host-a"} for i in range(3000)]
+    with peer_answering({"host": "host-a", "cards": cards, "errors": ["e"] * 500}) as (url, _seen):
+        view = fetch_peer(Peer(url=url, name="build-1", token="t", max_cards=100), 10.0, tmp_path)
+    assert view.ok and view.host == "build-1" and view.calls_itself == "host-a"
+    assert len(view.cards) == 100 and {c["host"] for c in view.cards} == {"build-1"}
+    assert [c["id"] for c in view.cards[:2]] == ["build-1/alpha", "build-1/u0000"]
+    assert len(view.errors) == 51 and view.errors[-1] == \
+        "build-1 sent 3001 cards; 2901 left out (at most 100: [[fleet.peers]] max_cards, one per unit name)"
+    local = [{"unit": "alpha", "state": "running", "host": "host-a", "id": "host-a/alpha", "alarms": [], "warnings": []}]
+    merged = merge("host-a", local, [view], 5.0)
+    assert [c for c in merged["cards"] if c["host"] == "host-a"] == local  # this daemon's card alone under its name
+    assert [(a["host"], a["unit"]) for a in merged["alarms"]] == [("build-1", "alpha")]  # the peer's, not host-a's
+    twice = [{"unit": "x", "state": "running"}, {"unit": "x", "state": "failed"}]
+    assert [c["state"] for c in _fleet_cards(twice)] == ["running"]  # one card per unit name: the first
+    with pytest.raises(ValueError, match="this daemon's own name"):
+        FleetSettings(name="host-a", peers=[Peer(url="http://127.0.0.1:9/", name="host-a", token_env="X")])
+    with pytest.raises(ValueError, match="this daemon's own name"):
+        FleetSettings(peers=[Peer(url="http://127.0.0.1:9/", name=socket.gethostname(), token_env="X")])
+
+
+@contextmanager
+def peer_answering(answer: dict) -> Iterator[tuple[str, list[str]]]:
+    """A fake peer dashboard on loopback answering ``answer`` to every GET: (its URL, the Authorization headers seen)."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+    body = json.dumps(answer).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+            seen.append(self.headers.get("Authorization", ""))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _fleet_cards(cards: list[dict]) -> list[dict]:
+    from supervisor.web.fleet import _cards
+
+    return _cards(cards, "p", 10)[0]
 
 
 def test_merge_orders_hosts_cards_and_alarms() -> None:
@@ -268,38 +332,13 @@ def test_cards_carry_a_frozen_session_alarm_and_warnings() -> None:
 
 def test_a_peers_odd_or_hostile_cards_are_tamed(tmp_path: Path) -> None:
     """A peer names only its own cards, and what it says reaches the terminal escaped."""
-    import http.server
-    import threading
-
     from supervisor.cli.fleet import render_fleet
 
     answer = {"host": "peer", "cards": [{"unit": "x\x1b[31m", "host": "host-a", "state": "running\x1b[2J",
                                          "context": {"used": "many"}, "alarms": ["not a dict", {"kind": "failed", "text": "t"}],
                                          "warnings": "not a list"}]}
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server name
-            seen.append(self.headers.get("Authorization", ""))
-            body = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        view = fetch_peer(Peer(url=f"http://127.0.0.1:{server.server_port}", token="tok-123"), 5.0, tmp_path)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with peer_answering(answer) as (url, seen):
+        view = fetch_peer(Peer(url=url, name="peer", token="tok-123"), 5.0, tmp_path)
     assert seen == ["Bearer tok-123"] and view.ok, view.error
     (c,) = view.cards
     assert c["host"] == "peer" and c["id"] == "peer/x\x1b[31m" and c["warnings"] == []

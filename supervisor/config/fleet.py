@@ -11,6 +11,12 @@ In ``etc/agentd.toml``::
     name = "build-1"                              # default: the URL's host:port
     url = "http://build-1.internal:8765/"         # the peer's dashboard (its `agentd web` URL, without ?token=)
     token_file = "/etc/agentd/build-1.token"      # or token_env = "AGENTD_PEER_BUILD1", or token = "..."
+    max_cards = 500                               # the most of its cards shown (the rest are named as left out)
+
+A peer's cards are shown under the name given here, never under the name the
+peer gives itself: a peer cannot claim this daemon's name (or another
+peer's) and add cards beside theirs.  So every peer's name differs from this
+daemon's and from the other peers'.
 
 A peer's token is the peer's own dashboard token (its ``.agentd/web-token``).
 It is read when a peer is asked (so a replaced file is picked up), never
@@ -42,6 +48,7 @@ class Peer(BaseModel):
     token_file: Path | None = Field(default=None, description="a file holding the peer's dashboard token")
     token_env: str | None = Field(default=None, min_length=1, description="an environment variable holding it")
     token: SecretStr | None = Field(default=None, description="the token itself (prefer token_file or token_env)")
+    max_cards: int = Field(default=500, ge=1, le=10000, description="the most of the peer's cards shown")
 
     @model_validator(mode="after")
     def _check(self) -> Peer:
@@ -106,8 +113,11 @@ class FleetSettings(BaseModel):
 
     @model_validator(mode="after")
     def _unique(self) -> FleetSettings:
-        seen: set[str] = set()
+        seen = {self.host_name()}
         for peer in self.peers:
+            if peer.label == self.host_name():
+                raise ValueError(f"a peer is named {peer.label!r}, this daemon's own name on the fleet view: "
+                                 "give the peer another name (or this daemon one with [fleet] name)")
             if peer.label in seen:
                 raise ValueError(f"two peers are named {peer.label!r}: give each a distinct name")
             seen.add(peer.label)

@@ -46,8 +46,8 @@ class Limits:
 
     @property
     def descriptors(self) -> int:
-        """Descriptors the connections may hold at most (the listener's spare included)."""
-        return self.connections + self.reserve + 1
+        """Descriptors the connections may hold at most (the listener's spare and the server's included)."""
+        return self.connections + self.reserve + 2
 
 
 class Admission(enum.Enum):

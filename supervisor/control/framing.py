@@ -1,7 +1,12 @@
 """The control socket's wire format, for both ends (standard library only).
 
 Requests and replies: a 4-byte big-endian length, then that many bytes of
-UTF-8 JSON (a JSON object), at most :data:`MAX_MESSAGE`.
+UTF-8 JSON (a JSON object), at most :data:`MAX_MESSAGE`.  :func:`decode` takes
+only plain JSON: nested at most :data:`MAX_DEPTH` deep, integers of at most
+:data:`MAX_DIGITS` digits, finite numbers (no ``NaN``, ``Infinity``, ``1e999``)
+and strings that are valid Unicode (no lone surrogate from a ``\ud800``
+escape); anything else is a :class:`ProtocolError`, never an exception the
+daemon did not expect (a 100,000-deep frame used to raise ``RecursionError``).
 
 After an ``attach`` request is accepted, the connection switches to stream
 frames: a 1-byte type, a 4-byte big-endian length, the payload (at most
@@ -16,6 +21,8 @@ commands (``agentd status``) start fast.
 from __future__ import annotations
 
 import json
+import math
+import re
 import socket
 import struct
 from collections.abc import Mapping
@@ -24,6 +31,10 @@ from typing import Any
 
 MAX_MESSAGE = 1 << 20  # 1 MiB
 MAX_FRAME = 1 << 20
+#: Deepest nesting of arrays and objects in a message (a request needs 4).
+MAX_DEPTH = 32
+#: Longest integer in a message, in digits.
+MAX_DIGITS = 20
 HEADER = struct.Struct(">I")
 FRAME_HEADER = struct.Struct(">cI")
 
@@ -48,14 +59,59 @@ def encode(message: Mapping[str, Any]) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ProtocolError(f"an integer of more than {MAX_DIGITS} digits")
+    return int(text)
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ProtocolError(f"a number that is not finite ({text[:20]})")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ProtocolError(f"{name} is not JSON")
+
+
+def _check(value: Any) -> None:
+    """Depth and strings of a decoded message (iterative: a deep one costs no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise ProtocolError("a string with a lone surrogate (not valid Unicode)")
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise ProtocolError(f"nested more than {MAX_DEPTH} deep")
+            if isinstance(item, dict):
+                stack.extend((k, depth) for k in item)
+                stack.extend((v, depth + 1) for v in item.values())
+            else:
+                stack.extend((v, depth + 1) for v in item)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def decode(body: bytes) -> dict[str, Any]:
-    """The JSON object of one message body; ProtocolError if it is not one."""
+    """The JSON object of one message body; ProtocolError if it is not one (see the module doc)."""
     try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        message = json.loads(body.decode("utf-8"), parse_int=_integer, parse_float=_number, parse_constant=_constant)
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"message is not UTF-8: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError(f"message is nested more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:  # a number Python refuses to convert
         raise ProtocolError(f"message is not JSON: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError("message must be a JSON object")
+    _check(message)
     return message
 
 

@@ -99,7 +99,7 @@ class Arbiter:
         self._scheduler.start()
         catch_up = await self._load()
         table = command_table(self, self._attach)
-        self._server = ControlServer(self.settings.socket_path, table)
+        self._server = ControlServer(self.settings.socket_path, table, callers=self.confinement)
         await self._server.start()
         await self.web.open(table)  # serves now with [web] enabled, else when `agentd web` asks
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))

@@ -1,9 +1,14 @@
 """The control commands and ``status``, on a small Protocol (never on the Arbiter itself).
 
-:func:`command_table` maps each command name to its handler and the
-arguments it accepts (the control server refuses any other); handlers check
+:func:`command_table` maps each command name to its handler, the
+arguments it accepts (the control server refuses any other) and who may run
+it (``who``, :mod:`supervisor.control.access`): the operator only, unless the
+entry says otherwise.  A caller inside a unit (the agent, its hooks) may run
+``ping``, and, for its own unit only, ``status`` and ``agent-event``
+(``who=Own(...)``: the server binds the unit and session arguments to the
+caller's, from the kernel); everything else is the operator's.  Handlers check
 their arguments' types and turn a unit's refusals into one-line errors.
-:func:`status_row` is what ``agentd status`` shows of one unit.  
+:func:`status_row` is what ``agentd status`` shows of one unit.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Protocol
 
 from .. import __version__
 from ..control.framing import ControlError
+from ..control.access import ANYONE, Own
 from ..control.server import Command
 from .lifecycle import UnitState
 from .unit import UnitSupervisor
@@ -129,15 +135,17 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
         return await unit_of(daemon, args.get("unit")).talk.agent_event(event, session if isinstance(session, str) else None)
 
     return {
-        "ping": Command(ping, help="is the daemon alive"),
-        "status": Command(status, frozenset({"units"}), "units and their state"),
+        # who: the operator only, unless the entry names ANYONE or Own (a unit, for itself); see the module doc
+        "ping": Command(ping, help="is the daemon alive", who=ANYONE),
+        "status": Command(status, frozenset({"units"}), "units and their state", who=Own(unit=None, units="units")),
         "start": Command(start, frozenset({"units"}), "start units (all enabled when none given)"),
         "stop": Command(stop, frozenset({"units", "now"}), "stop units (checkpoint first unless now)"),
         "restart": Command(restart, frozenset({"units", "now"}), "restart units (through a checkpoint unless now)"),
         "checkpoint": Command(checkpoint, frozenset({"unit"}), "run a checkpoint cycle now"),
         "broadcast": Command(broadcast, frozenset({"text", "origin"}), "tell the other units about a global decision"),
         "queue": Command(queue, frozenset({"unit", "text"}), "type text at the unit's next turn end"),
-        "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)"),
+        "agent-event": Command(agent_event, frozenset({"unit", "session", "event"}), "an event from the agent (notify, hooks)",
+                               who=Own("unit", session="session")),
         "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
         "reload": Command(reload, help="re-read unit files"),
         "web": Command(web, frozenset({"stop"}), "serve the dashboard (or stop serving it); its URL"),

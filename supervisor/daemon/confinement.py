@@ -14,6 +14,14 @@ calls:
   refusals handed to the scope guard (violations known with certainty);
 * :meth:`shutdown` last: whatever a stopped unit left is ended, the groups removed.
 
+The control server asks :meth:`caller` who each peer is (the
+:class:`~supervisor.control.access.Callers` Protocol): the session whose
+process tree the peer is in (:func:`supervisor.session.lineage.trace`), never
+what the peer says.  For that, :meth:`discover` makes the daemon a child
+subreaper in both modes (an agent's orphan is adopted by the daemon, not by
+init, so it stays in the daemon's tree) and names the process
+:data:`~supervisor.session.lineage.DAEMON_COMM` (so another daemon knows its agents).
+
 The leftovers of a crashed daemon are ended by
 :func:`supervisor.daemon.leftovers.end_contained` before the ``agents.json`` pass.
 """
@@ -21,6 +29,7 @@ The leftovers of a crashed daemon are ended by
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
@@ -28,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from ..session.containment import Containment, Mode, discover
+from ..control.access import Caller
+from ..session import lineage
+from ..session.containment import CgroupContainment, Containment, Mode, discover
 from ..session.fence import availability
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +72,9 @@ class Confinement:
         containment = discover(settings.project_root, cgroup_parent=settings.cgroup_parent,
                                use_cgroup=settings.containment == "auto", instance=settings.state_path,
                                marker=("AGENTD_SOCKET", str(settings.socket_path)), clock=clock)
+        if isinstance(containment, CgroupContainment):
+            containment.adopt_orphans()
+        lineage.mark_daemon()
         log.info("containment", mode=containment.mode.value, detail=containment.detail)
         return cls(containment, spawn, clock)
 
@@ -70,16 +84,21 @@ class Confinement:
 
     # ------------------------------------------------------------------ events
     def reap(self) -> None:
-        """On SIGCHLD: collect adopted orphans and record the sessions' trees again (subreaper mode)."""
+        """On SIGCHLD: collect adopted orphans and (subreaper mode) record the sessions' trees again."""
+        self._reap_orphans()
         if self.mode is not Mode.SUBREAPER:
             return
-        self._reap_orphans()
         if not self._refreshing and self.containment.members:
             self._refreshing = True
             self.spawn(self._refresh())
 
     def _reap_orphans(self) -> None:
-        for pid, info in self.containment.reap_orphans():
+        try:
+            reaped = self.containment.reap_orphans()
+        except OSError as exc:  # /proc unreadable (out of descriptors): the next SIGCHLD or tick reaps them
+            log.error("orphans_not_reaped", error=f"{type(exc).__name__}: {exc}")
+            return
+        for pid, info in reaped:
             log.info("orphan_reaped", pid=pid, exit=info.describe())
 
     async def _refresh(self) -> None:
@@ -91,8 +110,7 @@ class Confinement:
 
     async def tick(self, units: Iterable[UnitSupervisor], guard: Refusals) -> None:
         """Each second: reap adopted orphans; hand each fenced session's new refusals to the guard."""
-        if self.mode is Mode.SUBREAPER:
-            self._reap_orphans()
+        self._reap_orphans()
         fenced = [(u.name, u.driver) for u in units if u.driver is not None and u.driver.fenced]
         if not fenced:
             return
@@ -113,6 +131,23 @@ class Confinement:
             except OSError as exc:
                 log.error("containment_release_failed", unit=member.unit, error=str(exc))
         self.containment.close()
+
+    # ------------------------------------------------------------------ callers
+    def caller(self, pid: int) -> Caller:
+        """Who process ``pid`` is to the control socket (blocking; called off the loop).
+
+        ProcessLookupError when it is gone; OSError when ``/proc`` cannot be read.
+        """
+        members = {m.leader.pid: m for m in list(self.containment.members.values())
+                   if m.leader is not None and m.leader_start is not None}
+        found = lineage.trace(pid, os.getpid(), {p: m.leader_start for p, m in members.items()
+                                                  if m.leader_start is not None})
+        if found.kind == "session" and found.leader in members:
+            member = members[found.leader]
+            return Caller.of_unit(member.unit, member.session_id, pid)
+        if found.kind == "outside":
+            return Caller.operator(pid, found.why)
+        return Caller.stray(pid, found.why)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

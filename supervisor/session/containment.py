@@ -25,12 +25,16 @@ Both modes offer the same operations (:class:`Containment`): add a session,
 the child step that places the agent, list its processes, end it (TERM, wait,
 KILL, then everything left), usage figures, release, leftovers of a crashed
 daemon, and reaping adopted orphans.  :func:`discover` picks the mode.
+
+The daemon is a child subreaper in the cgroup mode too (:meth:`CgroupContainment.adopt_orphans`):
+not to find processes (the group does that) but so that no agent process ever
+leaves the daemon's process tree, which is what tells the control socket's
+callers apart (:mod:`.lineage`; a group is no proof of who a process is).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import enum
 import os
 import signal
@@ -42,11 +46,11 @@ from typing import Protocol
 
 import psutil
 
+from . import lineage
+from .lineage import is_child_subreaper, reap_adopted, set_child_subreaper  # noqa: F401 - is_child_subreaper: re-exported
 from .cgroup import KILL_WAIT, POLL, CgroupUnavailable, Group, JoinStep, Parent, enable_controllers, find_parent
 from .process import ExitInfo, ProcessRecord, descendants, end_processes, record_of, running
 
-PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
 SESSION_ENV = "AGENTD_SESSION"
 ROOT_ENV = "AGENTD_ROOT"
 
@@ -99,6 +103,7 @@ class Member:
     tree: dict[int, ProcessRecord] = field(default_factory=dict)
     limits_applied: tuple[str, ...] = ()
     limits_unavailable: tuple[str, ...] = ()  # one reason per limit that could not be applied
+    leader_start: int | None = None  # the leader's start in clock ticks after boot (/proc/PID/stat)
 
     @property
     def name(self) -> str:
@@ -160,6 +165,17 @@ class _Base:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.members: dict[str, Member] = {}
         self.clock = clock
+        self._sid = os.getsid(0)
+
+    def reap_orphans(self) -> list[tuple[int, ExitInfo]]:
+        """Collect the exit status of every adopted orphan that died (call on SIGCHLD and on the tick).
+
+        Only zombies that are not a session's leader (the Session reaps those)
+        and not in the daemon's own session (its helpers, reaped by whoever
+        started them) are collected, each with its own ``waitpid``.
+        """
+        leaders = {m.leader.pid for m in self.members.values() if m.leader}
+        return [(pid, ExitInfo.from_wait_status(status)) for pid, status in reap_adopted(leaders, self._sid)]
 
     def processes(self, member: Member) -> list[psutil.Process]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -171,9 +187,17 @@ class _Base:
         return not self.processes(member)
 
     def started(self, member: Member, pid: int, create_time: float) -> None:
-        """Record the leader once spawned (``create_time`` from psutil, 0 when it already died)."""
+        """Record the leader once spawned (``create_time`` from psutil, 0 when it already died).
+
+        Its start in clock ticks too (``leader_start``): what tells the control socket's callers apart
+        compares that, exactly, and never a wall-clock time a clock step would move.
+        """
         member.leader = ProcessRecord(pid, create_time)
         member.tree[pid] = member.leader
+        try:
+            member.leader_start = lineage.read_stat(pid).start  # the daemon's child: its pid is not reused yet
+        except (ProcessLookupError, OSError):
+            member.leader_start = None
 
     async def end(self, member: Member, timeout: float) -> Ended:
         """SIGTERM (+SIGCONT) every process and the leader's group, wait ``timeout``, SIGKILL, then end what is left.
@@ -196,6 +220,12 @@ class CgroupContainment(_Base):
         super().__init__(clock)
         self.parent = parent
         self.detail = f"cgroup v2 ({parent.how}): {parent.path}"
+        self.adopting = False
+
+    def adopt_orphans(self) -> None:
+        """Make this process (the daemon) the child subreaper of its sessions' orphans, and reap them."""
+        set_child_subreaper()
+        self.adopting = True
 
     def _top(self) -> Path:
         """The highest group agentd may change when enabling controllers."""
@@ -285,7 +315,7 @@ class CgroupContainment(_Base):
         return removed
 
     def reap_orphans(self) -> list[tuple[int, ExitInfo]]:
-        return []  # orphans are not the daemon's children in this mode
+        return super().reap_orphans() if self.adopting else []  # else orphans are not this process's children
 
     def close(self) -> None:
         """Remove the project's parent group when no session is left in it (daemon shutdown)."""
@@ -293,27 +323,6 @@ class CgroupContainment(_Base):
             self.parent.path.rmdir()
         except OSError:
             pass
-
-
-def _prctl() -> Callable[..., int]:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = libc.prctl
-    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def set_child_subreaper() -> None:
-    """Make this process the reaper of its descendants' orphans (``PR_SET_CHILD_SUBREAPER``)."""
-    if _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
-
-
-def is_child_subreaper() -> bool:
-    value = ctypes.c_int(0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
 
 
 class SubreaperContainment(_Base):
@@ -329,7 +338,6 @@ class SubreaperContainment(_Base):
         self.marker = marker  # (variable, value) that tells this daemon's agents from another daemon's of the project
         self.reason = reason
         self.detail = f"subreaper (no cgroup: {reason})"
-        self._sid = os.getsid(0)
 
     def add(self, unit: str, session_id: str, limits: Limits | None = None) -> Member:
         _check_name(unit, session_id)
@@ -407,26 +415,6 @@ class SubreaperContainment(_Base):
 
     def release(self, member: Member) -> None:
         self.members.pop(member.name, None)
-
-    def reap_orphans(self) -> list[tuple[int, ExitInfo]]:
-        """Collect the exit status of every adopted orphan that died (call on SIGCHLD and on the tick).
-
-        Only zombies that are not a session's leader (the Session reaps those)
-        and not in the daemon's own session (its helpers, reaped by whoever
-        started them) are collected, each with its own ``waitpid``.
-        """
-        leaders = {m.leader.pid for m in self.members.values() if m.leader}
-        reaped = []
-        for child in psutil.Process().children():
-            try:
-                if child.pid in leaders or child.status() != psutil.STATUS_ZOMBIE or os.getsid(child.pid) == self._sid:
-                    continue
-                pid, status = os.waitpid(child.pid, os.WNOHANG)
-            except (psutil.NoSuchProcess, ProcessLookupError, ChildProcessError):
-                continue
-            if pid:
-                reaped.append((pid, ExitInfo.from_wait_status(status)))
-        return reaped
 
     async def cleanup_leftovers(self, timeout: float = 2.0) -> list[str]:
         """End processes a crashed daemon left: any whose environment names this project (``AGENTD_ROOT``)

@@ -2,7 +2,11 @@
 
 A peer is another agentd daemon serving its dashboard: we ask its
 ``GET /api/overview`` with its token (``Authorization: Bearer``) and take its
-cards as they are (each card names its ``host``; :mod:`supervisor.web.model`).
+cards (:mod:`supervisor.web.model`), each under the peer's **configured**
+name: what the peer calls itself is only shown (``calls_itself``), so a peer
+cannot pass its cards off as this daemon's or another peer's.  At most the
+peer's ``max_cards`` are kept (one per unit name); the rest are named in its
+``errors``.
 
 * :func:`fetch_peer` asks one peer (blocking, ``urllib``, a short timeout, no
   redirect, no proxy: the token goes to the peer's own address and nowhere
@@ -38,6 +42,8 @@ log = structlog.get_logger("agentd.web")
 
 #: The most a peer's answer may weigh (a few hundred cards).
 MAX_ANSWER = 8 << 20
+#: The most of a peer's refused unit files shown.
+MAX_ERRORS = 50
 #: Order of the merged alarms: the most serious kind first (others after these).
 SEVERITY = ("failed", "frozen at the limit", "frozen", "checkpoint deadline passed", "stalled", "idle after compaction")
 
@@ -50,7 +56,8 @@ class PeerView:
     url: str
     ok: bool = False
     error: str | None = None
-    host: str | None = None  # the name the peer gives its own cards
+    host: str | None = None  # the peer's configured name: on each of its cards
+    calls_itself: str | None = None  # the name the peer gives itself (shown, never used for its cards)
     cards: list[dict[str, Any]] = field(default_factory=list)
     daemon: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)  # the peer's refused unit files
@@ -59,6 +66,7 @@ class PeerView:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "url": self.url, "ok": self.ok, "error": self.error, "host": self.host,
+                "calls_itself": self.calls_itself,
                 "units": len(self.cards), "daemon": self.daemon, "errors": self.errors,
                 "fetched_at": self.fetched_at, "took": self.took, "pending": self.fetched_at is None}
 
@@ -108,10 +116,15 @@ def fetch_peer(peer: Peer, timeout: float, state_dir: Path, clock: Any = time.ti
         if not isinstance(data, dict) or not isinstance(data.get("cards"), list) \
                 or not all(isinstance(c, dict) and "unit" in c for c in data["cards"]):
             raise ValueError("not an agentd dashboard's overview (is the URL the peer's dashboard?)")
-        view.ok, view.host = True, str(data.get("host") or peer.label)
-        view.cards = [_card(c, view.host) for c in data["cards"]]
+        view.ok, view.host = True, peer.label
+        view.calls_itself = str(data["host"])[:200] if data.get("host") else None
+        view.cards, left_out = _cards(data["cards"], view.host, peer.max_cards)
         view.daemon = data.get("daemon") if isinstance(data.get("daemon"), dict) else None
-        view.errors = [str(e) for e in data.get("errors") or []]
+        errors = data.get("errors") if isinstance(data.get("errors"), list) else []
+        view.errors = [str(e)[:500] for e in errors[:MAX_ERRORS]]
+        if left_out:
+            view.errors.append(f"{peer.label} sent {left_out + len(view.cards)} cards; {left_out} left out "
+                               f"(at most {peer.max_cards}: [[fleet.peers]] max_cards, one per unit name)")
     except PeerTokenError as exc:
         view.error = f"no token: {exc}"
     except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, refused, bad JSON
@@ -121,6 +134,17 @@ def fetch_peer(peer: Peer, timeout: float, state_dir: Path, clock: Any = time.ti
     view.took = round(time.monotonic() - started, 3)
     view.fetched_at = clock()
     return view
+
+
+def _cards(cards: list[dict[str, Any]], host: str, most: int) -> tuple[list[dict[str, Any]], int]:
+    """A peer's cards under ``host``: the first of each unit name, at most ``most``; and how many were left out."""
+    kept: dict[str, dict[str, Any]] = {}
+    for card in cards:
+        if len(kept) >= most:
+            break
+        made = _card(card, host)
+        kept.setdefault(made["unit"], made)
+    return list(kept.values()), len(cards) - len(kept)
 
 
 def _card(card: dict[str, Any], host: str) -> dict[str, Any]:
