@@ -59,7 +59,8 @@ def trailers(plan: str, task: str, attempt: int) -> str:
 class PlanRepo:
     """The project's repository, as a plan uses it (blocking: call it off the loop)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, exclude: Sequence[str] = (".agent/",)) -> None:
+        self.exclude = tuple(exclude)  # project paths never part of a task's work (memory, agentd's state)
         try:
             self.repo = pygit2.Repository(str(root))
         except pygit2.GitError as exc:
@@ -152,7 +153,13 @@ class PlanRepo:
     def _in(self, path: str, scope: Sequence[str]) -> bool:
         if not path.startswith(self.prefix):
             return False
-        return matches(path[len(self.prefix):], [g for g in scope if g.strip()])
+        rel = path[len(self.prefix):]
+        if rel.startswith(self.exclude):
+            return False
+        return matches(rel, [g for g in scope if g.strip()])
+
+    def tree_of_commit(self, commit: str) -> str:
+        return str(self.repo[pygit2.Oid(hex=commit)].tree_id)
 
     def _entries(self, tree: str) -> dict[str, tuple[pygit2.Oid, int]]:
         index = pygit2.Index()

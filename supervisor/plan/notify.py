@@ -89,7 +89,7 @@ class Announcer:
                 await self.send(section, event)
             except Exception as exc:  # noqa: BLE001 - a broken notifier never stops a plan
                 self.failures += 1
-                log.error("notify_failed", command=section.command[0], event=event.get("event"),
+                log.error("notify_failed", command=section.command[0], what=event.get("event"),
                           error=f"{type(exc).__name__}: {exc}")
 
     async def send(self, section: NotifySection, event: dict[str, Any]) -> int | None:
@@ -109,14 +109,14 @@ class Announcer:
                 pass
             await proc.wait()
             self.failures += 1
-            log.error("notify_timeout", command=section.command[0], event=event["event"], timeout=section.timeout)
+            log.error("notify_timeout", command=section.command[0], what=event["event"], timeout=section.timeout)
             return None
         if proc.returncode != 0:
             self.failures += 1
-            log.error("notify_failed", command=section.command[0], event=event["event"], exit=proc.returncode,
+            log.error("notify_failed", command=section.command[0], what=event["event"], exit=proc.returncode,
                       stderr=err.decode(errors="replace")[-300:])
         else:
-            log.info("notified", command=section.command[0], event=event["event"], plan=event.get("plan"))
+            log.info("notified", command=section.command[0], what=event["event"], plan=event.get("plan"))
         return proc.returncode
 
     def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
