@@ -90,6 +90,7 @@ class PlanRunner:
         self._launching: set[str] = set()
         self._checks: dict[str, asyncio.Task[Any]] = {}
         self._winding = False
+        self.version = 0  # bumped at each save: the dashboard's stream sees that the run changed
         self.ended = asyncio.Event()
 
     @property
@@ -105,6 +106,7 @@ class PlanRunner:
                 ts.seconds += max(0.0, now - ts.span_from)
                 ts.span_from = now
         self.store.save(self.state)
+        self.version += 1
 
     def announce(self, event: str, key: str | None = None, **fields: Any) -> None:
         """Record and send an event, once per ``key`` across resumes."""
