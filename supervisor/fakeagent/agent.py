@@ -64,7 +64,7 @@ class FakeAgent:
         if getattr(args, "plan_script", None):
             from .plan import PlanScript
 
-            self.plan = PlanScript(args.plan_script)  # scripted per task of a plan (fakeagent/plan.py)
+            self.plan = PlanScript(args.plan_script, agentd_argv)  # scripted per task of a plan (fakeagent/plan.py)
 
     def handle_message(self, text: str) -> None:
         """One submitted message: logged exactly, then a checkpoint, a command or a task."""

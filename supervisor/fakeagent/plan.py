@@ -30,6 +30,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,10 @@ HEADER_RE = re.compile(r"\[plan (?P<plan>\S+) / task (?P<task>\S+) / attempt (?P
 class PlanScript:
     """What the fake agent does for each task of a plan (see the module docstring)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, agentd: Callable[[], list[str]]) -> None:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         self.tasks: dict[str, dict[str, Any]] = data.get("tasks", {})
+        self.agentd = agentd  # how to run the agentd CLI (agent.agentd_argv)
 
     def handle(self, agent: Any, text: str) -> bool:
         """Act on ``text`` if it is about a scripted task; False when it is not."""
@@ -73,14 +75,12 @@ class PlanScript:
         return True
 
     def claim(self, task: str, attempt: int) -> None:
-        from .agent import agentd_argv
-
         message = f"I finished task {task} (attempt {attempt}).\nTASK DONE: {task}"
         out(message + "\n")
         unit = os.environ.get("AGENTD_UNIT", "")
         event = json.dumps({"hook_event_name": "Stop", "last_assistant_message": message})
         try:
-            result = subprocess.run([*agentd_argv(), "notify", "--unit", unit, event], stdin=subprocess.DEVNULL,
+            result = subprocess.run([*self.agentd(), "notify", "--unit", unit, event], stdin=subprocess.DEVNULL,
                                     capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             out(f"claim not reported: {exc}\n")

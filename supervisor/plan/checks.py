@@ -196,7 +196,7 @@ async def run_checks(setup: CheckSetup, materialize: Callable[[Path], Any], comm
                                                             _env(setup, tmp, check_id, labels), timeout)
             text = redact_text(out.text(), setup.env)
             ok = code == 0 and not timed_out
-            result = {"command": command_text(command), "exit": code, "ok": ok, "timed_out": timed_out,
+            result = {"command": redact_text(command_text(command), setup.env), "exit": code, "ok": ok, "timed_out": timed_out,
                       "seconds": round(clock() - started, 3), "tail": text[-TAIL:], "fenced": unfenced is None}
             if unfenced:
                 result["unfenced"] = unfenced

@@ -225,6 +225,38 @@ def _may_write(unit: UnitSpec, rel: str, root: Path) -> bool:
     return False
 
 
+def _paths_in(command: str | tuple[str, ...]) -> list[str]:
+    """The project paths a check command *runs*: a program given as a path, the script an interpreter runs,
+    and test paths (``tests/api``); not the data it reads (a check may well read the agent's work)."""
+    import shlex
+
+    try:
+        words = shlex.split(command, posix=True) if isinstance(command, str) else list(command)
+    except ValueError:
+        words = str(command).split()
+    found: list[str] = []
+    expect_program = True
+    interpreter = False
+    for word in words:
+        if word in ("&&", "||", ";", "|") or word.endswith(";"):
+            expect_program, interpreter = True, False
+            continue
+        pathlike = not word.startswith(("-", "/", "~", "$")) and ("/" in word or "." in word.strip("."))
+        name = word.rsplit("/", 1)[-1]
+        if expect_program:
+            expect_program = False
+            interpreter = re.fullmatch(r"(python[\d.]*|sh|bash|node|ruby|perl|pytest|py\.test|make)", name) is not None
+            if pathlike and "/" in word:
+                found.append(word.removeprefix("./"))
+            continue
+        if word.startswith("-"):
+            continue
+        if (interpreter and pathlike) or (pathlike and "test" in word.lower()):
+            found.append(word.removeprefix("./"))
+            interpreter = False
+    return found
+
+
 def check_plan(spec: PlanSpec, units: dict[str, UnitSpec], refused: dict[str, str], root: Path,
                state_dir: Path) -> tuple[list[str], list[str]]:
     """The errors and warnings of ``spec`` against the project's units (``refused``: unit name -> its error)."""
@@ -260,6 +292,12 @@ def check_plan(spec: PlanSpec, units: dict[str, UnitSpec], refused: dict[str, st
         elif unit.wakeup.command:
             warnings.append(f"{at(index, 'unit')}: unit {task.unit!r} has its own [wakeup] command: the agent sees the "
                             f"task only if that command prints .agent/tasks/{unit.module}.md")
+        for command in task.done_when:
+            for token in _paths_in(command):
+                if unit.scope.paths and (_may_write(unit, token, root) or _may_write(unit, token.rstrip("/") + "/x", root)):
+                    warnings.append(f"{at(index, 'done_when')}: the check runs {token!r}, which unit {task.unit!r}'s "
+                                    "agent may change: keep what a check runs outside the unit's scope (a task's commit "
+                                    "takes only its unit's scope, so files outside it come from the plan branch)")
     plan_units = [units[n] for n in used]
     if len(plan_units) > 1:
         for unit in plan_units:
@@ -271,15 +309,16 @@ def check_plan(spec: PlanSpec, units: dict[str, UnitSpec], refused: dict[str, st
                 if a.scope.paths and b.scope.paths and (example := overlaps(a.scope, b.scope, [])) is not None:
                     errors.append(f"{at(used[b.name], 'unit')}: units {a.name!r} and {b.name!r} may both write {example!r}: "
                                   "a task's commit is its unit's scope, so the scopes of one plan must be disjoint")
-    guarded = [(p, what) for p, what in ((_rel(path, root), "the plan file"), (_rel(state_dir, root), "agentd's state"))
-               if p is not None]
+    guarded = [(p, what) for p, what in ((_rel(path, root), "the plan file"), (_rel(state_dir, root), "agentd's state"),
+                                         ("units", "the unit files")) if p is not None]
     for name, unit in sorted(units.items()):
         for rel, what in guarded:
-            probe = rel if what == "the plan file" else f"{rel}/plans/{spec.name}/state.json"
+            probe = {"the plan file": rel, "the unit files": f"{rel}/{name}.toml"}.get(what,
+                                                                                     f"{rel}/plans/{spec.name}/state.json")
             if _may_write(unit, probe, root):
                 errors.append(f"{path}: unit {name!r} may write {what} ({probe}): an agent could change this plan's "
-                              "checks, budgets or [notify] command; narrow its [scope] paths / writable so plans/ and "
-                              f"{rel if what != 'the plan file' else 'plans/'} are outside them")
+                              "checks, budgets or [notify] command, or its own unit; narrow its [scope] paths / writable "
+                              "so that plans/, units/ and agentd's state directory are outside them")
         if unit.scope.fence == "off":
             warnings.append(f"{path}: unit {name!r} has [scope] fence = \"off\": its agent's writes are watched, not "
                             "prevented; agentd reads this plan only at `agentd plan start`, so check the file before then")

@@ -147,7 +147,8 @@ def markdown(report: dict[str, Any]) -> str:
                 how = "timed out" if r["timed_out"] else f"exit {r['exit']}"
                 lines.append(f"  - `{r['command']}`: {how}, {r['seconds']}s")
                 if not r["ok"] and r["tail"].strip():
-                    lines += ["", "    ```", *[f"    {ln}" for ln in r["tail"].rstrip().splitlines()[-12:]], "    ```", ""]
+                    tail = r["tail"].replace("`" * 3, "'" * 3)  # the agent's output cannot close the fence
+                    lines += ["", "    ```", *[f"    {ln}" for ln in tail.rstrip().splitlines()[-12:]], "    ```", ""]
         if task["reason"] and task["state"] != "done":
             lines.append(f"- {task['reason']}")
         lines.append("")

@@ -38,19 +38,20 @@ _DURATION_RE = re.compile(r"^\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+
 _CLOCK_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*$")
 
 
-def duration(value: Any, what: str = "duration") -> float:
-    """Seconds from a number or ``"1h30m"``/``"45m"``/``"90s"``; ValueError naming ``what``."""
+def duration(value: Any, what: str = "") -> float:
+    """Seconds from a number or ``"1h30m"``/``"45m"``/``"90s"``; ValueError (naming ``what`` when given)."""
+    lead = f"{what}: " if what else ""
     if isinstance(value, bool):
-        raise ValueError(f"{what}: expected seconds or text such as \"45m\", got {value!r}")
+        raise ValueError(f"{lead}expected seconds or text such as \"45m\", got {value!r}")
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (m := _DURATION_RE.match(value)) and any(m.groups()):
         h, mi, s = (int(g or 0) for g in m.groups())
         seconds = float(h * 3600 + mi * 60 + s)
     else:
-        raise ValueError(f"{what}: expected seconds or text such as \"45m\" or \"1h30m\", got {value!r}")
+        raise ValueError(f"{lead}expected seconds or text such as \"45m\" or \"1h30m\", got {value!r}")
     if seconds <= 0:
-        raise ValueError(f"{what}: must be more than 0 seconds, got {value!r}")
+        raise ValueError(f"{lead}must be more than 0 seconds, got {value!r}")
     return seconds
 
 
