@@ -84,7 +84,7 @@ def status(app: AppContext, as_json: bool) -> None:
     from .style import tabulate
 
     rows = [[p["plan"], p["status"], p["started"] or "-", p["deadline"] or "-", p["totals"]["done"],
-             p["totals"]["parked"], p["totals"]["blocked"], p["totals"]["pending"] + p["totals"].get("active", 0),
+             p["totals"]["parked"], p["totals"]["blocked"], p["totals"]["open"],
              p["totals"]["commits"], p["end_reason"] or ""] for p in plans]
     click.echo(tabulate(rows, ["PLAN", "STATUS", "STARTED", "DEADLINE", "DONE", "PARKED", "BLOCKED", "OPEN",
                                "COMMITS", "WHY IT ENDED"]))

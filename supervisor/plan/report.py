@@ -62,7 +62,9 @@ def build(spec: PlanSpec, state: PlanState) -> dict[str, Any]:
         "trigger": state.trigger, "started": _iso(state.started_at), "deadline": _iso(state.deadline),
         "ended": _iso(state.ended_at), "end_reason": state.end_reason, "branch": state.branch,
         "base": state.base_commit, "tip": state.tip, "report": state.report,
-        "totals": {**counts, "tasks": len(tasks), "commits": sum(1 for t in tasks if t["commit"]),
+        "totals": {**counts, "tasks": len(tasks),
+                   "open": sum(1 for t in tasks if t["state"] not in ("done", "parked", "blocked")),
+                   "commits": sum(1 for t in tasks if t["commit"]),
                    "attempts": sum(t["attempts"] for t in tasks), "tokens": state.tokens,
                    "token_budget": state.tokens_budget, "seconds": round(sum(t["seconds"] for t in tasks), 1),
                    "violations": sum(t["violations"] for t in tasks), "freezes": sum(len(t["freezes"]) for t in tasks)},
@@ -83,11 +85,16 @@ def tokens(n: int | None) -> str:
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
 
 
+def files(stat: dict[str, Any]) -> str:
+    n = stat.get("files", 0)
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
 def verdict_cell(task: dict[str, Any]) -> str:
     """One line on the task's outcome: the last check, or why it is parked/blocked/pending."""
     if task["state"] == "done":
         stat = task["diffstat"] or {}
-        return f"passed attempt {task['attempts']}; {stat.get('files', 0)} files +{stat.get('insertions', 0)} -{stat.get('deletions', 0)}"
+        return f"passed attempt {task['attempts']}; {files(stat)} +{stat.get('insertions', 0)} -{stat.get('deletions', 0)}"
     if task["reason"]:
         return task["reason"]
     if task["checks"]:
@@ -135,7 +142,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"### {task['id']} ({task['unit']}): {task['state']}", "", f"> {task['ask'].splitlines()[0]}", ""]
         if task["commit"]:
             stat = task["diffstat"] or {}
-            lines.append(f"- commit `{task['commit'][:12]}`: {stat.get('files', 0)} files, +{stat.get('insertions', 0)} "
+            lines.append(f"- commit `{task['commit'][:12]}`: {files(stat)}, +{stat.get('insertions', 0)} "
                          f"-{stat.get('deletions', 0)} ({', '.join(stat.get('paths', [])[:8])})")
         lines.append(f"- {task['attempts']} attempt(s), {duration(task['seconds'])}, {tokens(task['tokens'])} tokens, "
                      f"{task['turns']} turns, {task['sessions']} session(s), {task['cycles']} cycle(s), "

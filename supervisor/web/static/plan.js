@@ -46,7 +46,7 @@ function task(t) {
     A.el("div", {class: "ask", text: t.ask.split("\n")[0]}),
     A.el("div", {class: "nums"}, num("tries", `${t.attempts}/${t.max_attempts}`), num("time", A.duration(t.seconds)),
       num("tokens", A.tokens(t.tokens)), num("cycles", String(t.cycles))),
-    t.commit ? A.el("div", {class: "line mono", text: `commit ${t.commit.slice(0, 12)} · ${stat.files || 0} files +${stat.insertions || 0} −${stat.deletions || 0}`}) : null,
+    t.commit ? A.el("div", {class: "line mono", text: `commit ${t.commit.slice(0, 12)} · ${stat.files || 0} file${stat.files === 1 ? "" : "s"} +${stat.insertions || 0} −${stat.deletions || 0}`}) : null,
     last ? A.el("div", {class: "line", text: `check ${last.attempt}: ${last.passed ? "passed" : "failed"} · ${last.results.map((x) => x.command).join(" · ")}`}) : null,
     failed && failed.tail ? A.el("pre", {class: "tail", text: failed.tail}) : null,
     t.reason && t.state !== "done" ? A.el("div", {class: "reason", text: t.reason}) : null,
