@@ -38,7 +38,7 @@ CHECKS = {
 }
 
 
-def plan_text(notify_log: Path, deadline: str = "15m", extra: str = "") -> str:
+def plan_text(notify_log: Path, deadline: str = "15m", extra: str = "", sections: str = "") -> str:
     tasks = []
     for tid, unit, after, more in (("a1", "a", [], ""), ("a2", "a", [], ""), ("a3", "a", [], "tokens = 3000"),
                                    ("b1", "b", [], ""), ("b2", "b", [], ""), ("b3", "b", ["a3"], "")):
@@ -68,11 +68,12 @@ tokens_without_diff = 50_000_000
 
 [notify]
 command = [{json.dumps(sys.executable)}, "-c", {json.dumps(NOTIFIER)}, {json.dumps(str(notify_log))}]
+{sections}
 """ + "".join(tasks)
 
 
 def setup(project: Project, tmp: Path, deadline: str = "15m", extra: str = "",
-          script: dict[str, Any] | None = None, web: bool = False) -> Path:
+          script: dict[str, Any] | None = None, web: bool = False, sections: str = "") -> Path:
     root = project.root
     git(root.parent, "init", "-q", "-b", "main", str(root))
     project.agentd("init")
@@ -90,7 +91,7 @@ def setup(project: Project, tmp: Path, deadline: str = "15m", extra: str = "",
         (root / "etc" / "agentd.toml").write_text("[web]\nenabled = true\nport = 0\n")
     notify_log = tmp / "notify.jsonl"
     (root / "plans").mkdir()
-    (root / "plans" / "night.toml").write_text(plan_text(notify_log, deadline, extra))
+    (root / "plans" / "night.toml").write_text(plan_text(notify_log, deadline, extra, sections))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "the project")
     return notify_log

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,22 @@ def test_the_deadline_stops_every_unit_by_it_and_writes_the_report(project: Proj
     assert all("the deadline" in t["reason"] for t in rep["tasks"])
     for unit in ("a", "b"):
         assert project.unit_status(unit)["state"] == "inactive"
-    stops = [e for e in project.events("unit_state") if e.get("new") == "inactive"]
-    assert stops and all(e["timestamp"] for e in stops)
+    for unit in ("a", "b"):  # each unit's last stop came before the deadline
+        last = [e for e in project.events("unit_state", unit) if e.get("new") == "inactive"][-1]
+        stopped = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")).timestamp()
+        assert stopped <= final["deadline"], (unit, last)
     events = wait_until(lambda: (ev := notified(notify_log)) and ev[-1]["event"] == "plan_ended" and ev, 30,
                         what="the notify command to receive the end")
     assert events[-1]["kind"] == "deadline"
+
+
+def test_a_plan_started_by_its_schedule_runs_the_same_way(project: Project, tmp_path: Path) -> None:
+    fire = datetime.now(timezone.utc) + timedelta(seconds=12)
+    cron = f"{fire.second} {fire.minute} {fire.hour} * * *"
+    notify_log = setup(project, tmp_path, sections=f'[schedule]\nstart = "{cron}"\ntimezone = "UTC"\ngrace = 5\n')
+    base = git(project.root, "rev-parse", "HEAD").strip()
+    project.agentd("start")
+    started = wait_until(lambda: (s := state(project)) and s, 60, 0.2, "the schedule to start the plan")
+    assert started["trigger"] == "schedule"
+    rep = check_the_night(project, tmp_path, notify_log, base)
+    assert rep["trigger"] == "schedule"

@@ -169,10 +169,13 @@ def test_no_unit_may_write_the_plan_the_units_or_agentds_state(tmp_path: Path) -
     for scope, what in cases.items():
         errors, _ = checked(tmp_path, {"api": f"[scope]\n{scope}", "web": '[scope]\npaths = ["src/web/**"]'})
         assert any(f"unit 'api' may write {what}" in e for e in errors), (scope, errors)
-    # a unit outside the plan counts too: any agent of the project could change it
+    # a unit outside the plan counts too when it runs by itself (enabled); a disabled one is a warning
     errors, _ = checked(tmp_path, {"api": '[scope]\npaths = ["src/api/**"]', "web": '[scope]\npaths = ["src/web/**"]',
                                    "docs": ""})
     assert any("unit 'docs' may write the plan file" in e for e in errors)
+    errors, warnings = checked(tmp_path, {"api": '[scope]\npaths = ["src/api/**"]',
+                                          "web": '[scope]\npaths = ["src/web/**"]', "example": "[unit]\nenabled = false"})
+    assert not errors and any("unit 'example' may write the plan file" in w and "disabled" in w for w in warnings)
 
 
 def test_a_check_the_agent_can_rewrite_is_warned_about(tmp_path: Path) -> None:

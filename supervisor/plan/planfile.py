@@ -315,10 +315,15 @@ def check_plan(spec: PlanSpec, units: dict[str, UnitSpec], refused: dict[str, st
         for rel, what in guarded:
             probe = {"the plan file": rel, "the unit files": f"{rel}/{name}.toml"}.get(what,
                                                                                      f"{rel}/plans/{spec.name}/state.json")
-            if _may_write(unit, probe, root):
-                errors.append(f"{path}: unit {name!r} may write {what} ({probe}): an agent could change this plan's "
-                              "checks, budgets or [notify] command, or its own unit; narrow its [scope] paths / writable "
-                              "so that plans/, units/ and agentd's state directory are outside them")
+            if not _may_write(unit, probe, root):
+                continue
+            problem = (f"{path}: unit {name!r} may write {what} ({probe}): an agent could change this plan's checks, "
+                       "budgets or [notify] command, or its own unit; narrow its [scope] paths / writable so that "
+                       "plans/, units/ and agentd's state directory are outside them")
+            if name in used or unit.unit.enabled:
+                errors.append(problem)
+            else:  # a disabled unit runs only when someone starts it
+                warnings.append(f"{problem} (it is disabled: do not start it during the run)")
         if unit.scope.fence == "off":
             warnings.append(f"{path}: unit {name!r} has [scope] fence = \"off\": its agent's writes are watched, not "
                             "prevented; agentd reads this plan only at `agentd plan start`, so check the file before then")

@@ -104,7 +104,7 @@ class PlanService:
             log.info("plan_resumed", plan=name, status=state.status.value)
             self.daemon.spawn(runner.resume())
         self._tasks = [self.daemon.spawn(self._ticker()), self.daemon.spawn(self._watch())]
-        await asyncio.to_thread(self._schedule_all)
+        self._schedule(await asyncio.to_thread(self._scheduled_plans))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -175,9 +175,8 @@ class PlanService:
                                          "freeze": frozen.get("state"), "reason": frozen.get("detail"), **extra}, notify)
 
     # ------------------------------------------------------------------ schedules
-    def _schedule_all(self) -> None:
-        from ..schedule import UnitScheduler
-
+    def _scheduled_plans(self) -> list[PlanSpec]:
+        """The plan files with a ``[schedule]`` (blocking: reads them)."""
         scheduled = []
         for name in plan_names(self.root):
             try:
@@ -187,6 +186,12 @@ class PlanService:
                 continue
             if spec.model.schedule is not None:
                 scheduled.append(spec)
+        return scheduled
+
+    def _schedule(self, scheduled: list[PlanSpec]) -> None:
+        """Their cron starts, on the loop (the scheduler is apscheduler's on the daemon's loop)."""
+        from ..schedule import UnitScheduler
+
         if not scheduled:
             return
         self._scheduler = UnitScheduler(self.state_dir / "plans", self._scheduled)

@@ -135,7 +135,11 @@ class Schedule(_Section):
     start: str
     timezone: str = "UTC"
     grace: float = Field(default=300.0, ge=0)
-    stop: None = None  # the plan stops by its deadline; UnitScheduler reads this key
+
+    @property
+    def stop(self) -> None:
+        """A plan has no scheduled stop (its deadline ends it); the scheduler asks."""
+        return None
 
     @field_validator("start")
     @classmethod
