@@ -133,3 +133,24 @@ def test_a_plan_started_by_its_schedule_runs_the_same_way(project: Project, tmp_
     assert started["trigger"] == "schedule"
     rep = check_the_night(project, tmp_path, notify_log, base)
     assert rep["trigger"] == "schedule"
+
+
+def test_a_unit_that_fails_parks_its_task_and_is_announced(project: Project, tmp_path: Path) -> None:
+    crash = {"tasks": {**SCRIPT["tasks"], "b1": {"attempts": [["crash 3"]]}}}
+    notify_log = setup(project, tmp_path, script=crash)
+    (project.root / "units" / "b.toml").write_text((project.root / "units" / "b.toml").read_text().replace(
+        "[restart]\n", "[restart]\nburst = 2\ninitial_delay = 0.2\n"))
+    git(project.root, "commit", "-qam", "b gives up soon")
+    project.agentd("start")
+    project.agentd("plan", "start", "night")
+    ended(project)
+    rep = report(project)
+    by = {t["id"]: t for t in rep["tasks"]}
+    assert by["b1"]["state"] == "parked" and by["b1"]["kind"] == "unit" and "failed" in by["b1"]["reason"], by["b1"]
+    events = wait_until(lambda: (ev := notified(notify_log)) and ev[-1]["event"] == "plan_ended" and ev, 30,
+                        what="the notify command to receive the end")
+    failed = [e for e in events if e["event"] == "unit_failed"]
+    assert failed and failed[0]["unit"] == "b" and failed[0]["plan"] == "night" and "start limit" in failed[0]["reason"]
+    assert ("task_parked", "b1") in [(e["event"], e.get("task")) for e in events]
+    # the unit goes on to its next ready task (a fresh start resets the failed unit)
+    assert by["b2"]["state"] == "done"
