@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.plan.integrate import GitError, PlanRepo, trailers
+from supervisor.plan.integrate import GitError, PlanRepo
+from supervisor.plan.policy import trailers
 from tests.conftest import git
 
 

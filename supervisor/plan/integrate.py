@@ -32,6 +32,7 @@ from typing import Any
 import pygit2
 
 from ..memory.gitfiles import matches
+from .policy import trailers
 
 SIGNATURE = ("agentd", "agentd@localhost")
 PARKED_REFS = "refs/agentd/plans"
@@ -50,10 +51,6 @@ class Candidate:
     tree: str | None
     conflicts: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()  # paths the task changes against the tip
-
-
-def trailers(plan: str, task: str, attempt: int) -> str:
-    return f"Agentd-Plan: {plan}\nAgentd-Task: {task}\nAgentd-Attempt: {attempt}"
 
 
 class PlanRepo:
@@ -123,7 +120,7 @@ class PlanRepo:
         tip = self.tip(branch)
         if tip is None:
             return None
-        mark = f"Agentd-Plan: {plan}\nAgentd-Task: {task}\n"
+        mark = trailers(plan, task, 0).rsplit("\n", 1)[0] + "\n"  # the plan and task lines
         for commit in self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL):
             if str(commit.id) == since:
                 return None

@@ -112,6 +112,11 @@ def header(plan: str, task: TaskSpec, attempt: int) -> str:
     return f"[plan {plan} / task {task.id} / attempt {attempt} of {task.max_attempts}]"
 
 
+def trailers(plan: str, task: str, attempt: int) -> str:
+    """The lines that name a task's commit (and find it again after a crash)."""
+    return f"Agentd-Plan: {plan}\nAgentd-Task: {task}\nAgentd-Attempt: {attempt}"
+
+
 def command_text(command: str | Sequence[str]) -> str:
     import shlex
 

@@ -26,15 +26,17 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from . import policy
-from .integrate import Candidate, trailers
 from .notify import stamp
 from .spec import PlanSpec, TaskSpec
 from .state import BUSY, PlanState, PlanStore, RunStatus, Status, TaskState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .integrate import Candidate
 
 log = structlog.get_logger("agentd.plan")
 
@@ -341,7 +343,7 @@ class PlanRunner:
             ask = task.ask if len(task.ask) <= 2000 else task.ask[:2000] + "…"
             message = (f"plan {self.name}: {ts.id}: {task.ask.splitlines()[0][:60]}\n\n{ask}\n\n"
                        f"Checked by agentd (attempt {ts.attempts}, passed):\n{checks}\n\n"
-                       f"{trailers(self.name, ts.id, ts.attempts)}\n")
+                       f"{policy.trailers(self.name, ts.id, ts.attempts)}\n")
             try:
                 commit = await self.work.commit(self.state.tip, ts.tree, message)
             except Exception as exc:  # noqa: BLE001 - the branch moved, or git failed: the run cannot go on safely

@@ -32,8 +32,6 @@ import structlog
 from ..control.framing import ControlError
 from ..control.server import Command
 from . import policy
-from .daemonside import DaemonUnits, RepoWorkshop, check_environment
-from .integrate import GitError, PlanRepo
 from .notify import Announcer, stamp
 from .planfile import PlanError, load_checked, parse_plan, plan_names
 from .report import build
@@ -115,6 +113,8 @@ class PlanService:
             self._scheduler.shutdown()
 
     def _runner(self, spec: PlanSpec, state: PlanState, store: PlanStore) -> PlanRunner:
+        from .daemonside import DaemonUnits, RepoWorkshop, check_environment  # pygit2: only once a plan runs
+
         units = self.daemon.units
         settings = self.daemon.settings
         state_rel = _relative(self.state_dir, self.root)
@@ -226,6 +226,7 @@ class PlanService:
             raise ControlError(f"plan {name!r}: its deadline {stamp(deadline)} is less than {margin:.0f}s away (the "
                                "time its units need to checkpoint and stop): set a later [plan] deadline")
         store = PlanStore(self.state_dir, name)
+        from .integrate import GitError, PlanRepo
 
         def begin() -> tuple[str, str, str]:
             repo = PlanRepo(self.root)
