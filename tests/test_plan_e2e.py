@@ -71,6 +71,12 @@ def test_a_night_of_six_tasks_on_two_units(project: Project, tmp_path: Path) -> 
     project.agentd("start")
     started = project.agentd("plan", "start", "night")
     assert "plan night started: 6 tasks on a, b" in started.stdout and "(created agentd/night at" in started.stdout
+    # a unit serves one plan at a time; the same plan does not start twice
+    (project.root / "plans" / "other.toml").write_text((project.root / "plans" / "night.toml").read_text())
+    refused = project.agentd("plan", "start", "other", check=False)
+    assert refused.returncode == 1 and "unit 'a' works for plan 'night', which is running" in refused.stderr
+    again = project.agentd("plan", "start", "night", check=False)
+    assert again.returncode == 1 and "plan 'night' is already running" in again.stderr
     check_the_night(project, tmp_path, notify_log, base)
     table = project.agentd("plan", "report", "night").stdout
     assert "4 done, 1 parked, 1 blocked, 0 pending; 4 commits on agentd/night" in table

@@ -167,8 +167,18 @@ def path_for(root: Path, plan: str, when: float) -> Path:
 
 
 def write(root: Path, spec: PlanSpec, state: PlanState) -> str:
-    """Write the Markdown report under ``.agent/reports/``; its path relative to the project."""
+    """Write the Markdown report under ``.agent/reports/``; its path relative to the project.
+
+    A run keeps its file (``state.report``, written again after a resume); another run of the same plan on the
+    same day gets ``<plan>-<date>-2.md`` and so on, never another run's file."""
     report = build(spec, state)
-    path = path_for(root, spec.name, state.ended_at or time.time())
+    if state.report:
+        path = Path(root) / state.report
+    else:
+        first = path_for(root, spec.name, state.ended_at or time.time())
+        path, n = first, 1
+        while path.exists():
+            n += 1
+            path = first.with_name(f"{first.stem}-{n}.md")
     atomic_write(path, markdown(report))
     return path.relative_to(root).as_posix()

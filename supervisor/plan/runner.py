@@ -354,6 +354,7 @@ class PlanRunner:
                 return
         self.state.tip = ts.commit = commit
         ts.diffstat = await self.work.diffstat(commit)
+        self.save()  # the time up to now counts
         ts.status, ts.ended_at = Status.DONE, self.clock()
         self.state.units.setdefault(ts.unit, {})["snapshot"] = ts.claimed
         self.save()

@@ -215,10 +215,15 @@ class PlanService:
                                f"`agentd plan stop {name}` ends it")
         units = {n: u.spec for n, u in self.daemon.units.items()}
         refused = {Path(str(e.path)).stem: e.message for e in self.daemon.load_errors}
+        taken = {u: r.name for r in self.runners.values() if r.state.status is not RunStatus.ENDED for u in r.spec.units}
         try:
             spec, warnings = await asyncio.to_thread(load_checked, self.root, name, units, refused, self.state_dir)
         except PlanError as exc:
             raise ControlError(str(exc)) from None
+        shared = sorted(set(spec.units) & set(taken))
+        if shared:
+            raise ControlError(f"plan {name!r}: unit {shared[0]!r} works for plan {taken[shared[0]]!r}, which is "
+                               "running: a unit serves one plan at a time; stop that one first, or wait for its end")
         now = self.clock()
         deadline = spec.deadline(now)
         margin = wind_down_margin(spec, units, self.daemon.settings.stop_timeout)
