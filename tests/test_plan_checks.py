@@ -101,7 +101,8 @@ def test_notify_gets_each_event_as_json_on_stdin_and_a_stuck_command_is_killed(t
         announcer = Announcer(lambda coro: tasks.append(asyncio.ensure_future(coro)), settings_notify=good)
         queue = announcer.subscribe()
         for event in ("task_done", "task_parked", "plan_ended"):
-            announcer.announce({"event": event, "plan": "night", "task": "t1", "time": "2026-12-04T07:00:00Z"}, stuck)
+            announcer.announce({"event": event, "plan": "night", "task": "t1", "time": "2026-12-04T07:00:00Z",
+                                "reason": f"unit failed: Error: invalid key {SECRET}"}, stuck)
         await asyncio.sleep(0)
         assert [queue.get_nowait()["event"] for _ in range(3)] == ["task_done", "task_parked", "plan_ended"]
         await wait_for(lambda: log.exists() and log.read_text().count("\n") == 2)
@@ -113,7 +114,8 @@ def test_notify_gets_each_event_as_json_on_stdin_and_a_stuck_command_is_killed(t
     announcer = asyncio.run(scene())
     got = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["event"] for e in got] == ["task_parked", "plan_ended"]  # its events only, in order
-    assert got[0] == {"event": "task_parked", "plan": "night", "task": "t1", "time": "2026-12-04T07:00:00Z"}
+    assert got[0] == {"event": "task_parked", "plan": "night", "task": "t1", "time": "2026-12-04T07:00:00Z",
+                      "reason": "unit failed: Error: invalid key [REDACTED]"}
     assert announcer.counts[("night", "task_done")] == 1
     assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(60)" in " ".join(p.cmdline())]
 

@@ -223,6 +223,9 @@ class PlanRepo:
         for path, (oid, mode) in self._entries(tree).items():
             if mode == pygit2.GIT_FILEMODE_COMMIT:
                 continue  # a submodule: not checked out
+            parts = path.split("/")
+            if path.startswith("/") or ".." in parts or ".git" in parts:
+                raise GitError(f"tree {tree[:12]} holds the path {path!r}: refused (it would leave the checkout)")
             target = dest / path
             target.parent.mkdir(parents=True, exist_ok=True)
             data = self.repo[oid].data

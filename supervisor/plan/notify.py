@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from ..config.notify import NotifySection
+from ..session.redact import redact_text
 
 log = structlog.get_logger("agentd.plan")
 
@@ -58,7 +59,9 @@ class Announcer:
         self.failures = 0
 
     def announce(self, event: dict[str, Any], plan_notify: NotifySection | None = None) -> None:
-        """Send ``event`` everywhere it goes (never waits)."""
+        """Send ``event`` everywhere it goes (never waits).  Its texts are redacted first: a reason can quote
+        an agent's output (a usage-limit line, an exit)."""
+        event = {k: redact_text(v) if isinstance(v, str) else v for k, v in event.items()}
         self.counts[(str(event.get("plan") or ""), str(event["event"]))] += 1
         self.recent = [*self.recent[-(RECENT - 1):], event]
         for queue in list(self.subscribers):
