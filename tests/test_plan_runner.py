@@ -439,3 +439,21 @@ def test_texts_name_the_plan_the_task_and_the_attempt() -> None:
     assert text.startswith("[plan night / task t1 / attempt 2 of 3]\nMake it work.")
     assert "  $ pytest -q\n  $ ruff check src\n" in text and "\nTASK DONE: t1\n" in text and text.endswith("boom")
     assert textwrap.dedent(policy.retry_text("night", spec, 1, "tail")).startswith("[plan night / task t1 / attempt 2 of 3]")
+
+
+def test_a_cycle_mid_task_is_counted_and_its_new_session_may_claim_at_once(tmp_path: Path) -> None:
+    async def night() -> tuple[Night, dict[str, Any]]:
+        n = Night(tmp_path, OUTCOMES)
+        await n.runner.step()
+        # the continuity cycle gives unit a fresh session (not one the runner started), whose agent claims at once
+        n.units.looks["a"] = UnitLook("running", "s-cycle", 0, True, 0)
+        n.work.scope["a"] += 1
+        n.units.turn("a", 100)
+        answer = await n.runner.claim("a", "s-cycle", "a1", "test")
+        await n.settle()
+        return n, answer
+
+    n, answer = asyncio.run(night())
+    assert answer == {"checking": "a1", "attempt": 1}
+    a1 = n.state.tasks["a1"]
+    assert a1.status is Status.DONE and a1.sessions == 2 and a1.cycles == 1 and a1.turns == 1

@@ -276,6 +276,9 @@ class PlanRunner:
     async def claim(self, unit: str, session: str | None, named: str | None, via: str) -> dict[str, Any]:
         """The agent says its task is done: snapshot its scope, then queue agentd's own check."""
         ts = self.state.of_unit(unit, frozenset({Status.ACTIVE}))
+        if ts is not None and session is not None and session != ts.session:
+            await self.observe(unit)  # a session that began since the last look (a cycle's respawn)
+            ts = self.state.of_unit(unit, frozenset({Status.ACTIVE}))
         if ts is None:
             return {"ignored": f"unit {unit!r} has no task of plan {self.name} in progress"}
         if session is not None and ts.session is not None and session != ts.session:
