@@ -12,6 +12,7 @@ down with every unit stopped by it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -71,6 +72,10 @@ def test_a_night_of_six_tasks_on_two_units(project: Project, tmp_path: Path) -> 
     project.agentd("start")
     started = project.agentd("plan", "start", "night")
     assert "plan night started: 6 tasks on a, b" in started.stdout and "(created agentd/night at" in started.stdout
+    # a claim that names no session (not an agent's notify) checks nothing: a1 still passes at its first check
+    project.agentd("notify", "--unit", "a", json.dumps({"last_assistant_message": "TASK DONE: a1"}))
+    bare = wait_until(lambda: [e for e in project.events("plan_claim") if "ignored" in e], 30, what="the bare claim")
+    assert "must name the session" in bare[0]["ignored"]
     # a unit serves one plan at a time; the same plan does not start twice
     (project.root / "plans" / "other.toml").write_text((project.root / "plans" / "night.toml").read_text())
     refused = project.agentd("plan", "start", "other", check=False)

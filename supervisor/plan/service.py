@@ -301,7 +301,10 @@ class PlanService:
             if claim is not None and isinstance(unit, str):
                 via = str(event.get("hook_event_name") or event.get("type") or "agent event")
                 session = args.get("session") if isinstance(args.get("session"), str) else None
-                answer = await self.claimed(unit, session, claim.task, via)
+                if session is None:  # every agent's notify names its session (AGENTD_SESSION): a bare claim is not one
+                    answer: dict[str, Any] = {"ignored": "a claim must name the session it comes from"}
+                else:
+                    answer = await self.claimed(unit, session, claim.task, via)
                 log.info("plan_claim", unit=unit, task=claim.task, via=via, **answer)
             return result
 
