@@ -146,6 +146,11 @@ def test_codex_claims_agentd_checks_the_failure_reaches_it_it_fixes_and_the_comm
                 out.append(content if isinstance(content, str) else "\n".join(c.get("text", "") for c in content or []))
         return out
 
+    # the task reached Codex in its wakeup (developer instructions: "Current task", with its checks)
+    first = jail.first_requests()[0]
+    developer = json.dumps([i for i in first["body"]["input"] if i.get("role") == "developer"])
+    assert "[plan p / task calc / attempt 1 of 3]" in developer and "python3 checks/calc.py cx/calc.py" in developer
+    assert "TASK DONE: calc" in developer
     told = [r for r in jail.requests() if (users(r) or [""])[-1].startswith("[plan p / task calc / attempt 2 of 3]")]
     assert told and "attempt 1 FAILED" in users(told[0])[-1] and "it says: x = 1" in users(told[0])[-1]
     claims = [e for e in project.events("plan_claim") if e.get("unit") == "cx"]
@@ -159,6 +164,9 @@ def test_claude_code_claims_agentd_checks_the_failure_reaches_it_it_fixes_and_th
     project = claude_jail.project
     base = commit_the_plan(project, "claude", "cl")
     run_the_plan(project, base)
+    # the task reached Claude Code in its wakeup (the system prompt's "Current task", with its checks)
+    system = json.dumps(claude_jail.turns()[0].get("system") or "")
+    assert "[plan p / task calc / attempt 1 of 3]" in system and "python3 checks/calc.py cl/calc.py" in system
     told = [b for b in claude_jail.turns() if "[plan p / task calc / attempt 2 of 3]" in last_user_text(b)]
     assert told and "attempt 1 FAILED" in last_user_text(told[0]) and "it says: x = 1" in last_user_text(told[0])
     claims = [e for e in project.events("plan_claim") if e.get("unit") == "claude"]
