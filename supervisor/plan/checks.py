@@ -5,8 +5,9 @@ fresh directory and runs the task's commands there, one after the other,
 until one fails:
 
 * in the unit's containment: each command's whole process tree in a group of
-  its own (``<unit>@check-...``, the daemon's cgroup or subreaper records), so
-  a timeout ends everything it started;
+  its own (``<unit>@check-...``, the daemon's cgroup or subreaper records),
+  with the unit's ``[resources]`` limits, so a timeout ends everything it
+  started;
 * behind a Landlock fence that lets it write only its checkout and a private
   temp directory (the commands run code the agent wrote: tests, scripts; they
   may read everything, as the agent may, and change nothing of the project, of
@@ -59,6 +60,7 @@ class CheckSetup:
     containment: Any = None  # supervisor.session.containment.Containment, or None (tests, no daemon)
     fence: bool = True  # behind a Landlock fence where the kernel offers one
     prefix: str = ""  # the project inside the repository (the commands run there)
+    limits: Any = None  # the unit's [resources] (supervisor.session.containment.Limits), for each check's group
 
 
 class _Output:
@@ -104,7 +106,7 @@ async def _run_one(setup: CheckSetup, command: str | Sequence[str], tree: Path, 
     unfenced: str | None = None
     containment = setup.containment
     if containment is not None:
-        member = containment.add(setup.unit, check_id)
+        member = containment.add(setup.unit, check_id, setup.limits)
         join = containment.child_step(member)
         if join is not None:
             steps.append(join)

@@ -108,7 +108,10 @@ class RepoWorkshop:
     async def check(self, task: TaskSpec, attempt: int, tree: str) -> list[dict[str, Any]]:
         spec = self.unit_spec(task.unit)
         prefix = await self._run(lambda r: r.prefix.rstrip("/"))
-        setup = CheckSetup(task.unit, dict(self.environment(spec)), self.containment(), prefix=prefix)
+        from ..adapters.confine import limits_of
+
+        setup = CheckSetup(task.unit, dict(self.environment(spec)), self.containment(), prefix=prefix,
+                           limits=limits_of(spec))
         labels = {"AGENTD_PLAN": self.spec.name, "AGENTD_TASK": task.id, "AGENTD_ATTEMPT": str(attempt)}
         return await run_checks(setup, lambda dest: self._git(lambda r: r.materialize(tree, dest)), task.done_when,
                                 self.store.work_dir(), self.store.check_log(task.id, attempt), task.check_timeout,
