@@ -54,6 +54,8 @@ class DaemonUnits:
         unit = self.table.get(name)
         if unit is None:
             return f"no unit {name!r} is loaded"
+        if getattr(self.table, "stopping_all", False):
+            return "the daemon is stopping"
         if unit.state.value not in ("inactive", "failed"):
             await unit.stop(why, checkpoint=False)
         await self.table.start([name], why, StartReason.START)

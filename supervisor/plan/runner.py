@@ -92,6 +92,7 @@ class PlanRunner:
         self._launching: set[str] = set()
         self._checks: dict[str, asyncio.Task[Any]] = {}
         self._winding = False
+        self.detached = False  # the daemon is stopping: the run acts no more (the next daemon resumes it)
         self.version = 0  # bumped at each save: the dashboard's stream sees that the run changed
         self.ended = asyncio.Event()
 
@@ -144,7 +145,7 @@ class PlanRunner:
 
     async def tick(self) -> None:
         """Once a second: look at the units, then do what is due."""
-        if self.state.status is not RunStatus.RUNNING or self._step.locked():
+        if self.state.status is not RunStatus.RUNNING or self._step.locked() or self.detached:
             return
         for unit in self.spec.units:
             await self.observe(unit)
@@ -152,7 +153,7 @@ class PlanRunner:
 
     async def step(self) -> None:
         async with self._step:
-            if self.state.status is not RunStatus.RUNNING:
+            if self.state.status is not RunStatus.RUNNING or self.detached:
                 return
             looks = {u: self.units.look(u) for u in self.spec.units}
             running = frozenset(u for u, look in looks.items() if look is not None and look.state in RUNNING)
@@ -160,7 +161,7 @@ class PlanRunner:
                               if look is not None and look.state == "running" and look.idle and not look.queued)
             for decision in policy.reconcile(self.spec, self.state, self.clock(), running, quiet):
                 await self._apply(decision)
-                if self.state.status is not RunStatus.RUNNING:
+                if self.state.status is not RunStatus.RUNNING or self.detached:
                     return
             if policy.finished(self.state):
                 await self._wind_down(policy.WindDown("finished", "every task is done, parked or blocked"))
@@ -194,6 +195,7 @@ class PlanRunner:
 
     def detach(self) -> None:
         """The daemon stops (the run goes on at its next start): stop checking, change nothing."""
+        self.detached = True
         for task in self._checks.values():
             task.cancel()
 
@@ -230,7 +232,7 @@ class PlanRunner:
 
     async def observe(self, unit: str) -> None:
         """What changed about ``unit``: sessions, turn ends, a failure, a freeze, violations."""
-        if unit in self._launching or self.state.status is not RunStatus.RUNNING:
+        if unit in self._launching or self.state.status is not RunStatus.RUNNING or self.detached:
             return
         async with self._unit_lock(unit):
             look = self.units.look(unit)
@@ -275,6 +277,8 @@ class PlanRunner:
 
     async def claim(self, unit: str, session: str | None, named: str | None, via: str) -> dict[str, Any]:
         """The agent says its task is done: snapshot its scope, then queue agentd's own check."""
+        if self.detached:
+            return {"ignored": "the daemon is stopping; claim again after its restart"}
         ts = self.state.of_unit(unit, frozenset({Status.ACTIVE}))
         if ts is not None and session is not None and session != ts.session:
             await self.observe(unit)  # a session that began since the last look (a cycle's respawn)
