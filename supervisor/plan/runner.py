@@ -221,6 +221,8 @@ class PlanRunner:
             problem = await self.units.fresh_session(ts.unit, why)
         finally:
             self._launching.discard(ts.unit)
+        if self.detached:
+            return  # the daemon stops: the next one launches the task again
         look = self.units.look(ts.unit)
         if problem is not None or look is None:
             await self._park(ts, "unit", f"unit {ts.unit} could not start: {problem}")
