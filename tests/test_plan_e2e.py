@@ -20,10 +20,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Project, alive, git, processes_of, wait_until
 from tests.plan_fixtures import SCRIPT, commits, ended, notified, report, rerun_checks, setup, state
 
-def check_the_night(project: Project, tmp: Path, notify_log: Path, base: str) -> dict[str, Any]:
+def check_the_night(project: Project, tmp: Path, notify_log: Path, base: str, typed_tail: bool = True) -> dict[str, Any]:
     """Everything the issue's "done means" asks of the 6-task night."""
     final = ended(project)
     rep = report(project)
@@ -42,9 +44,15 @@ def check_the_night(project: Project, tmp: Path, notify_log: Path, base: str) ->
         rerun_checks(project, commit, task, tmp)
     # the parked task's work is kept for the person, off the branch
     assert by["a3"]["work"] is None or git(project.root, "rev-parse", by["a3"]["work"]).strip()
-    # the failure's tail reached the agent, as its next turn
-    told = [m for s in project.inputs("a") for m in s if "attempt 1 FAILED" in m and "task a2" in m]
-    assert told and "$ cat a/two.txt && grep -qx fixed a/two.txt  (exited 1)\nbroken" in told[0], told
+    # the failure's tail reached the agent: as its next turn, or (the daemon went down before it was typed)
+    # in the wakeup of the task's next session, whose task file keeps the last failure
+    inputs = [m for session in project.inputs("a") for m in session if "task a2" in m]
+    told = [m for m in inputs if "attempt 1 FAILED" in m]
+    if told or typed_tail:
+        assert told and "$ cat a/two.txt && grep -qx fixed a/two.txt  (exited 1)\nbroken" in told[0], inputs
+    else:
+        woke = [m for m in inputs if "The last check failed" in m]
+        assert woke and "grep -qx fixed a/two.txt  (exited 1)" in woke[0] and "broken" in woke[0], inputs
     # the notify command received the park, the block and the end (JSON on stdin)
     events = wait_until(lambda: (ev := notified(notify_log)) and ev[-1]["event"] == "plan_ended" and ev, 30,
                         what="the notify command to receive the end")
@@ -88,22 +96,27 @@ def test_a_night_of_six_tasks_on_two_units(project: Project, tmp_path: Path) -> 
     assert "decide a3:" in table and "decide b3: Blocked by a3" in table
 
 
-def test_the_same_night_survives_a_daemon_killed_with_minus_nine(project: Project, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["kill -9", "agentd stop"])
+def test_the_same_night_survives_the_daemon_going_down_in_the_middle(project: Project, tmp_path: Path, how: str) -> None:
     notify_log = setup(project, tmp_path)
     base = git(project.root, "rev-parse", "HEAD").strip()
     project.agentd("start")
     project.agentd("plan", "start", "night")
-    # kill it in the middle: two tasks committed, the others not yet
+    # in the middle: two tasks committed, the others not yet
     wait_until(lambda: (s := state(project)) and sum(t["status"] == "done" for t in s["tasks"]) >= 2, 120, 0.05,
                "two tasks done")
     daemon = project.daemon_pid()
     assert daemon is not None
-    os.kill(daemon, signal.SIGKILL)
-    wait_until(lambda: not alive(daemon), 30, what="the daemon to die")
+    if how == "kill -9":
+        os.kill(daemon, signal.SIGKILL)
+    else:
+        project.agentd("stop")  # every unit checkpoints and stops; the run is left as it was, not ended
+    wait_until(lambda: not alive(daemon), 60, what="the daemon to end")
     middle = state(project)
     assert middle is not None and middle["status"] == "running"
+    assert not [t for t in middle["tasks"] if t["status"] in ("parked", "blocked")], middle
     project.agentd("start")
-    rep = check_the_night(project, tmp_path, notify_log, base)
+    rep = check_the_night(project, tmp_path, notify_log, base, typed_tail=False)
     # no task done twice, no commit lost: one commit per done task, and every commit the run made is in its report
     found = commits(project, base)
     assert len(found) == len({t for _, t in found}) == 4

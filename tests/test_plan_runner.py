@@ -457,3 +457,36 @@ def test_a_cycle_mid_task_is_counted_and_its_new_session_may_claim_at_once(tmp_p
     assert answer == {"checking": "a1", "attempt": 1}
     a1 = n.state.tasks["a1"]
     assert a1.status is Status.DONE and a1.sessions == 2 and a1.cycles == 1 and a1.turns == 1
+
+
+class SlowUnits(FakeUnits):
+    """Units whose fresh sessions take until ``go`` is set (a real start takes seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+
+    async def fresh_session(self, name: str, why: str) -> str | None:
+        await self.go.wait()
+        return await super().fresh_session(name, why)
+
+
+def test_a_resume_parks_nothing_while_it_gives_the_tasks_their_sessions_again(tmp_path: Path) -> None:
+    async def night() -> Night:
+        n = Night(tmp_path, OUTCOMES)
+        await n.runner.step()  # a1 on a, b1 on b: both active
+        n.state = n.store.load()  # the daemon died; a new one resumes, whose units have no session yet
+        n.units = SlowUnits()
+        n.runner = n.make()
+        resume = asyncio.ensure_future(n.runner.resume())
+        await n.settle()
+        for unit in ("a", "b"):  # ticks while the resume waits for a1's session: both units look inactive
+            await n.runner.observe(unit)
+        n.units.go.set()
+        await resume
+        return n
+
+    n = asyncio.run(night())
+    assert [t.status for t in n.state.tasks.values()][:4] == [Status.ACTIVE, Status.PENDING, Status.PENDING,
+                                                               Status.ACTIVE]
+    assert [u for u, _ in n.units.launches] == ["a", "b"]

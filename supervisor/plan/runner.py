@@ -131,6 +131,8 @@ class PlanRunner:
         for ts in self.state.tasks.values():
             if ts.status in BUSY:
                 ts.span_from = self.clock()
+            if ts.status is Status.ACTIVE:
+                self._launching.add(ts.unit)  # its session is gone: no look until it has a new one
         self.save()
         for ts in list(self.state.tasks.values()):
             if ts.status is Status.INTEGRATING:
@@ -213,11 +215,11 @@ class PlanRunner:
         task = self.spec.task(ts.id)
         ts.span_from, ts.turn_ended_at, ts.session, ts.scope_seen = self.clock(), None, None, None
         last = policy.failure_text(ts.checks[-1]["results"]) if ts.checks and not ts.checks[-1]["passed"] else None
-        await self.work.write_task(ts.unit, policy.task_text(self.name, task, ts.attempts + 1, last),
-                                   f"(plan {self.name}: task {ts.id}, attempt {ts.attempts + 1}; not started yet)")
-        self.save()
-        self._launching.add(ts.unit)
+        self._launching.add(ts.unit)  # until its new session runs, a look at the unit means nothing
         try:
+            await self.work.write_task(ts.unit, policy.task_text(self.name, task, ts.attempts + 1, last),
+                                       f"(plan {self.name}: task {ts.id}, attempt {ts.attempts + 1}; not started yet)")
+            self.save()
             problem = await self.units.fresh_session(ts.unit, why)
         finally:
             self._launching.discard(ts.unit)
