@@ -30,7 +30,8 @@ def check_the_night(project: Project, tmp: Path, notify_log: Path, base: str, ty
     final = ended(project)
     rep = report(project)
     states = {t["id"]: t["state"] for t in rep["tasks"]}
-    assert states == {"a1": "done", "a2": "done", "a3": "parked", "b1": "done", "b2": "done", "b3": "blocked"}, rep
+    assert states == {"a1": "done", "a2": "done", "a3": "parked", "b1": "done", "b2": "done", "b3": "blocked"}, [
+        (t["id"], t["state"], t["kind"], t["reason"], t["attempts"], t["sessions"]) for t in rep["tasks"]]
     by = {t["id"]: t for t in rep["tasks"]}
     assert by["a2"]["attempts"] == 2 and [c["passed"] for c in by["a2"]["checks"]] == [False, True]
     assert by["a3"]["kind"] == "tokens" and "token budget" in by["a3"]["reason"]

@@ -490,3 +490,26 @@ def test_a_resume_parks_nothing_while_it_gives_the_tasks_their_sessions_again(tm
     assert [t.status for t in n.state.tasks.values()][:4] == [Status.ACTIVE, Status.PENDING, Status.PENDING,
                                                                Status.ACTIVE]
     assert [u for u, _ in n.units.launches] == ["a", "b"]
+
+
+def test_while_a_resume_relaunches_no_step_assigns_so_no_task_is_launched_twice(tmp_path: Path) -> None:
+    async def night() -> Night:
+        n = Night(tmp_path, OUTCOMES)
+        await n.runner.step()
+        await n.work_and_claim("b")  # b1 done; b2 not yet assigned when the daemon dies
+        n.state = n.store.load()
+        n.state.tasks["b2"].status = Status.PENDING
+        n.units = SlowUnits()
+        n.runner = n.make()
+        resume = asyncio.ensure_future(n.runner.resume())
+        await n.settle()
+        ticks = [asyncio.ensure_future(n.runner.step()) for _ in range(3)]  # the ticker and the bus meanwhile
+        await n.settle()
+        assert n.units.launches == [] and n.state.tasks["b2"].status is Status.PENDING
+        n.units.go.set()
+        await resume
+        await asyncio.gather(*ticks)
+        return n
+
+    n = asyncio.run(night())
+    assert n.units.launches == [("a", "plan night: resuming task a1 after a daemon restart"), ("b", "plan night: task b2")]

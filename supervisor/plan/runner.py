@@ -128,19 +128,20 @@ class PlanRunner:
     # ------------------------------------------------------------------ entry points
     async def resume(self) -> None:
         """Pick every task up where the last daemon left it (see the module docstring)."""
-        for ts in self.state.tasks.values():
-            if ts.status in BUSY:
+        async with self._step:  # no step assigns anything until every task is where it was
+            todo = [(ts, ts.status) for ts in self.state.tasks.values() if ts.status in BUSY]
+            for ts, _ in todo:
                 ts.span_from = self.clock()
-            if ts.status is Status.ACTIVE:
-                self._launching.add(ts.unit)  # its session is gone: no look until it has a new one
-        self.save()
-        for ts in list(self.state.tasks.values()):
-            if ts.status is Status.INTEGRATING:
-                await self._finish_integration(ts)
-            elif ts.status is Status.CHECKING:
-                self._queue_check(ts.id)
-            elif ts.status is Status.ACTIVE:
-                await self._launch(ts, why=f"plan {self.name}: resuming task {ts.id} after a daemon restart")
+                if ts.status is Status.ACTIVE:
+                    self._launching.add(ts.unit)  # its session is gone: no look until it has a new one
+            self.save()
+            for ts, status in todo:
+                if status is Status.INTEGRATING:
+                    await self._finish_integration(ts)
+                elif status is Status.CHECKING:
+                    self._queue_check(ts.id)
+                elif status is Status.ACTIVE:
+                    await self._launch(ts, why=f"plan {self.name}: resuming task {ts.id} after a daemon restart")
         if self.state.status is RunStatus.WINDING_DOWN:
             await self._wind_down(policy.WindDown("stopped", self.state.end_reason or "the run was winding down"))
         await self.tick()
