@@ -6,7 +6,8 @@ another, so tests can check what the agent was told.
 
 ``POST /v1/messages`` (streamed as SSE or plain JSON, as asked):
 
-* the last user block is a ``tool_result``      -> text ``DONE: tool ran (...)``
+* the last user block is a ``tool_result``      -> text ``DONE: tool ran (...)``, or the text of a
+  ``SAY: <text>`` line of its content (a command scripts the model's reply)
 * a compaction request ("summary of the conversation")
                                                 -> ``<summary>FAKE SUMMARY ...</summary>``
 * no tools in the request (titles, topic checks) -> a short text
@@ -117,7 +118,8 @@ def reply_for(seq: int, body: dict[str, Any], raw_len: int, control: dict[str, A
         content = last[-1].get("content")
         if isinstance(content, list):
             content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-        out.append({"type": "text", "text": f"DONE: tool ran ({str(content)[:100]})"})
+        said = re.search(r"^SAY: (.+)$", str(content), re.M)  # the command's output scripts the reply
+        out.append({"type": "text", "text": said.group(1).strip() if said else f"DONE: tool ran ({str(content)[:100]})"})
     elif "summary of the conversation" in (text + system).lower():
         out.append({"type": "text", "text": SUMMARY})
     elif not body.get("tools"):

@@ -8,7 +8,8 @@ reads.  What it answers:
 
 * the TUI's title side request (``text.format`` is a JSON schema with a
   ``title`` property)            -> a message ``{"title": "..."}``;
-* a request whose last input item is a tool output -> "DONE: tool ran (...)";
+* a request whose last input item is a tool output -> "DONE: tool ran (...)", or the
+  text of a ``SAY: <text>`` line of that output (a command scripts the model's reply);
 * a compaction request (Codex's compaction prompt)  -> "SUMMARY: ...";
 * the latest user message contains ``CHECKPOINT``   -> an ``exec_command`` tool
   call that appends a line to ``.agent/engram.md`` (``agentd note ... --confirmed``) and runs
@@ -119,6 +120,9 @@ def answer(seq: int, body: dict[str, Any]) -> list[dict[str, Any]]:
         output = last.get("output")
         if not isinstance(output, str):
             output = json.dumps(output)
+        said = re.search(r"^SAY: (.+)$", output, re.M)  # the command's output scripts the reply (plans' claims)
+        if said:
+            return [message(f"msg_{seq}", said.group(1).strip())]
         return [message(f"msg_{seq}", "DONE: tool ran (" + output.replace("\n", " ")[:160] + ")")]
     if any(m in user for m in COMPACT_MARKERS):
         return [message(f"msg_{seq}", "SUMMARY: fake compaction summary.")]

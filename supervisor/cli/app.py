@@ -35,7 +35,7 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
 
 
 def _register() -> None:
-    from . import agents, commands, export, logs, memory, recall, timeline, web, wip
+    from . import agents, commands, export, logs, memory, plan, recall, timeline, web, wip
 
     for command in (*commands.COMMANDS, *memory.COMMANDS, *recall.COMMANDS):
         cli.add_command(command)
@@ -45,6 +45,7 @@ def _register() -> None:
     cli.add_command(timeline.history)
     cli.add_command(wip.wip)
     cli.add_command(agents.trust)
+    cli.add_command(plan.plan)  # issue 28: the overnight runs
     cli.add_command(web.web)
     from .report import report
 

@@ -442,7 +442,9 @@ def check(app: AppContext) -> None:
         click.echo(f"warn   {too_long}")
     for err in errors:
         click.echo(f"error  {err}")
-    if errors:
+    from .plan import check_plans
+
+    if check_plans(settings, specs, errors) or errors:  # plans/*.toml, checked with the units
         sys.exit(1)
 
 

@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from .paths import DEFAULT_START_TIMEOUT, ENV_PREFIX, StatePaths, discover_root, locate
 from .fleet import FleetSettings
+from .notify import NotifySection
 from .web import WebSettings
 
 
@@ -81,6 +82,8 @@ class Settings(StatePaths, BaseSettings):
                              description="the dashboard and /metrics: the [web] section (AGENTD_WEB__PORT=...)")
     fleet: FleetSettings = Field(default_factory=FleetSettings,
                                  description="the other daemons the fleet view shows: the [fleet] section")
+    notify: NotifySection | None = Field(default=None, description="a command run with each plan or unit event "
+                                                                     "as JSON on stdin: the [notify] section")
 
     @field_validator("project_root")
     @classmethod

@@ -37,6 +37,7 @@ from ..continuity.policy import checkpoint_prompt
 from ..config.units import UnitError, UnitSpec, start_order
 from ..continuity.records import CycleRecord, SessionRecord, StartReason, append_history, append_session
 from ..eventindex.indexer import start_indexer
+from ..plan.service import PlanService
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
@@ -85,6 +86,7 @@ class Arbiter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bus = ChangeBus()  # units' changes, for the dashboard's streams
         self.web = WebHost(self, AttachUnits(self))
+        self.plans = PlanService(self)  # plans: the overnight runs (supervisor/plan/)
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> int:
@@ -98,9 +100,10 @@ class Arbiter:
         self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
         self._scheduler.start()
         catch_up = await self._load()
-        table = command_table(self, self._attach)
+        table = self.plans.observe_agent_events({**command_table(self, self._attach), **self.plans.commands()})
         self._server = ControlServer(self.settings.socket_path, table, callers=self.confinement)
         await self._server.start()
+        await self.plans.open()  # runs that had not ended resume; plan schedules are set
         await self.web.open(table)  # serves now with [web] enabled, else when `agentd web` asks
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))
         self.spawn(self._ticker())
@@ -373,6 +376,7 @@ class Arbiter:
     async def _stop_everything(self, now: bool) -> None:
         self._notifier.stopping()
         log.info("daemon_stopping")
+        await self.plans.close()  # runs stop acting (their state stays: the next daemon resumes them)
         self.units.stopping_all = True
         await self.stop_units(None, why="daemon shutdown", now=now)
         if self.confinement is not None:

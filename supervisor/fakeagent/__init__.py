@@ -121,6 +121,7 @@ Flags
                                 JSON line ``{"n": N, "text": "..."}`` (N from 1)
 ``--on-checkpoint MODE``        ``confirm`` (default), ``ignore``, ``slow:S``
 ``--task-lines N``              work lines printed per task (default 4)
+``--plan-script FILE``          what to do for each task of a plan (supervisor/fakeagent/plan.py)
 
 ``--work-interval`` output never corrupts the line being typed: at the prompt
 the line is erased, the work printed, and the prompt plus the typed text

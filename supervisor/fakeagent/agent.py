@@ -60,6 +60,11 @@ class FakeAgent:
         self.messages = 0
         self.checkpoints = 0
         self.editor = editor or LineEditor(0, args.prompt, echo=False)
+        self.plan = None
+        if getattr(args, "plan_script", None):
+            from .plan import PlanScript
+
+            self.plan = PlanScript(args.plan_script, agentd_argv)  # scripted per task of a plan (fakeagent/plan.py)
 
     def handle_message(self, text: str) -> None:
         """One submitted message: logged exactly, then a checkpoint, a command or a task."""
@@ -69,6 +74,8 @@ class FakeAgent:
         if self.args.input_log:
             self.log_input(text)
         first = text.split("\n", 1)[0]
+        if self.plan is not None and self.plan.handle(self, text):
+            return
         if first.startswith("CHECKPOINT"):
             self.checkpoint()
         elif "\n" not in text.strip("\r\n"):
@@ -287,6 +294,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--input-log", metavar="PATH")
     p.add_argument("--on-checkpoint", type=checkpoint_mode, default="confirm", metavar="MODE")
     p.add_argument("--task-lines", type=int, default=4, metavar="N")
+    p.add_argument("--plan-script", metavar="FILE")
     return p.parse_args(argv)
 
 

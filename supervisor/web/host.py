@@ -162,6 +162,9 @@ class WebHost:
                 raise WebError(f"web token file {self.token_path}: {exc.strerror or exc}") from None
             self.closing = asyncio.Event()
             self._metrics = Metrics(self.host, __version__, self.daemon.settings.state_path)
+            from .plan import register_metrics
+
+            register_metrics(self._metrics.registry, self.daemon, self.host)  # the plans' series (web/plan.py)
             runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await runner.setup()
             site = web.TCPSite(runner, self.settings.listen, self.settings.port, reuse_address=True)

@@ -37,6 +37,7 @@ from ..control.framing import ControlError
 from . import data
 from .auth import Guard, security_headers
 from .metrics import CONTENT_TYPE
+from .plan import plan_routes
 from .stream import PageStream
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,6 +179,7 @@ def make_app(host: Served) -> web.Application:
         web.get("/metrics", metrics),
         web.static("/static", STATIC, follow_symlinks=False),
     ])
+    app.add_routes(plan_routes(host))  # /plans, /api/plans...: the overnight runs (web/plan.py)
     return app
 
 
