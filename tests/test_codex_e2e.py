@@ -371,6 +371,18 @@ def test_a_checkpoint_decision_snapshots_changed_files_from_inside_codexs_own_sa
     assert "Read-only file system" in str(reply["body"]["input"][-1].get("output"))  # the workdir's parent: refused
     assert (root / "cx" / "parser.py").read_text() == "VERSION = 2\nVERSION = 3\n"
     wait_idle(project)
+    # §6: the person edits etc/agentd.toml while Codex is mid-turn; its sandbox cannot write there: nobody is blamed
+    jail.call(op="control", delay=3.0)
+    project.agentd("send", "cx", "think slowly")
+    wait_until(lambda: project.unit_status("cx")["turn"] == "busy", 30, interval=0.05, what="the slow turn")
+    (root / "etc").mkdir()
+    (root / "etc" / "agentd.toml").write_text("# the person's own settings\n")
+    seen = wait_until(lambda: [e for e in project.events("change_not_blamed") if e["path"] == "etc/agentd.toml"], 30,
+                      what="the guard to judge the person's edit")
+    assert "outside their fences" in seen[0]["why"], seen
+    jail.call(op="control", delay=0.0)
+    wait_idle(project)
+    assert project.agentd("violations", "--json").stdout.strip() == "" and project.unit_status("cx")["violations"] == 0
     decision = "Bump the parser to version 3"
     jail.call(op="control", decision=decision, engram="confirmed: parser bumped")
     project.agentd("checkpoint", "cx", timeout=180)

@@ -381,3 +381,25 @@ def test_git_dirs_of_a_worktree(tmp_path: Path) -> None:
     (tmp_path / "w/.git").write_text(f"gitdir: {common / 'worktrees/w'}\n")
     assert [p.resolve() for p in git_dirs(tmp_path / "w")] == [common / "worktrees/w", common]
     assert git_dirs(tmp_path / "main") == [common]
+
+
+def test_a_fenced_process_cannot_signal_outside_its_own_tree(project: dict[str, Path]) -> None:
+    if availability().abi < 6:
+        pytest.skip(f"Landlock ABI {availability().abi}: signal scoping needs ABI 6")
+    script = ("import os, signal, subprocess, sys\n"
+              "def probe(pid):\n"
+              "    try:\n        os.kill(pid, 0)\n        return 'ok'\n    except OSError as exc:\n        return exc.strerror\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+              "print(probe(os.getppid()), probe(child.pid), probe(os.getpid()))\n"
+              "child.kill()\n")
+    for fenced in (True, False):
+        fence = Fence.build(_spec(project)) if fenced else None
+        kwargs = {"preexec_fn": fence, "pass_fds": fence.fds} if fence else {}
+        try:
+            out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True,
+                                 **kwargs).stdout.split()
+        finally:
+            if fence:
+                fence.close()
+        # the parent (the daemon, here the test) is outside the domain; its own children and itself are inside
+        assert out == (["Operation", "not", "permitted", "ok", "ok"] if fenced else ["ok", "ok", "ok"]), out

@@ -7,7 +7,8 @@ write there, so the directory says who asks.  Every 0.2 s :meth:`Inbox.scan`
 ``stat`` when nothing changed), and for each request:
 
 1. reads it without following links or blocking (a regular file of at most
-   64 KiB) and removes it: a request is applied at most once;
+   64 KiB) and removes it: a request is applied at most once, and a unit
+   gets at most 60 a minute;
 2. checks it (:func:`~supervisor.memory.channel.parse_request`, then
    :meth:`Inbox.policy`): the module must be the unit's own (another
    module, or the global log and task, are the person's), the task itself is
@@ -15,8 +16,10 @@ write there, so the directory says who asks.  Every 0.2 s :meth:`Inbox.scan`
    path it names (``files``, ``scope``, a fact's source) is relative, inside
    the project and inside the unit's scope, never in ``.git``, ``.agent`` or
    agentd's state;
-3. applies it in a worker process (``python -m supervisor.memory.channel``)
-   that sees the files as the agent does: agentd's state directory hidden
+3. applies it in a worker process (the daemon's own ``supervisor`` package,
+   Python in isolated mode, started outside the project, so nothing the agent
+   wrote can be imported) that sees the files as the agent does: agentd's
+   state directory hidden
    (:mod:`supervisor.session.mountview`), so a snapshot cannot hash, through
    a symbolic link, a file the agent could not read (the dashboard token,
    another unit's transcript) into ``.git/objects``;
@@ -38,6 +41,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("agentd")
 
+#: Where the daemon's own ``supervisor`` package is imported from (the worker imports that one only).
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
 #: Requests taken from one inbox per pass (the others wait for the next pass); entries looked at per inbox.
 PER_PASS = 16
 SCAN_LIMIT = 256
@@ -64,6 +71,8 @@ STALE_AFTER = 600.0
 WORKER_TIMEOUT = 120.0
 #: An inbox's mtime older than this (seconds) is trusted to change with its next request.
 SETTLED = 0.5
+#: Requests one unit may make in a minute (a checkpoint makes three).
+RATE = 60
 #: Top-level names a request may never name: git's, the memory store's (the daemon writes them).
 _NEVER = (".git", ".agent")
 
@@ -91,6 +100,7 @@ class Inbox:
         self.interval = interval
         self.clock = clock
         self._seen: dict[str, int] = {}  # unit -> the inbox's mtime when it was last found empty
+        self._recent: dict[str, deque[float]] = {}  # unit -> when its latest requests came (the rate limit)
         self._alive_at = 0.0
         try:
             self._state_rel: str | None = self.state_dir.relative_to(self.root).as_posix()
@@ -101,20 +111,21 @@ class Inbox:
         """Serve the inboxes until cancelled."""
         while True:
             try:
-                await asyncio.to_thread(self.scan)
+                specs = dict(self.specs())  # read on the loop: reloads change the units there
+                await asyncio.to_thread(self.scan, specs)
             except Exception as exc:  # noqa: BLE001 - one bad pass must not end the channel
                 log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             await asyncio.sleep(self.interval)
 
     # ------------------------------------------------------------------ scanning
-    def scan(self) -> int:
+    def scan(self, specs: Mapping[str, UnitSpec] | None = None) -> int:
         """One pass over every unit's inbox (blocking); the number of requests handled."""
         now = self.clock()
         beat = now - self._alive_at >= ALIVE_EVERY
         if beat:
             self._alive_at = now
         handled = 0
-        for unit, spec in list(self.specs().items()):
+        for unit, spec in (specs if specs is not None else self.specs()).items():
             inbox = inbox_path(self.state_dir, unit)
             if beat:
                 self._touch(inbox / ALIVE)
@@ -197,6 +208,7 @@ class Inbox:
                 data = self._read(path)
             finally:
                 self._unlink(path)
+            self._admit(unit)
             request = parse_request(data)
             op = request.op
             module, scope = self.policy(unit, spec, request)
@@ -212,6 +224,17 @@ class Inbox:
         log.info("memory_request", unit=unit, op=op, ok=ok, result=redact_text(text[:300], spec.agent.env))
         if ok and op == "decide":
             self._sync_after_decision()
+
+    def _admit(self, unit: str) -> None:
+        """At most RATE requests of one unit a minute (each costs a worker process): ChannelError beyond."""
+        now = self.clock()
+        recent = self._recent.setdefault(unit, deque())
+        while recent and now - recent[0] > 60.0:
+            recent.popleft()
+        if len(recent) >= RATE:
+            raise ChannelError(f"more than {RATE} memory requests in a minute from unit {unit}: wait, then write "
+                               "what matters in fewer, fuller notes")
+        recent.append(now)
 
     def _sync_after_decision(self) -> None:
         from ..memory.sync import sync_after_decision
@@ -272,9 +295,12 @@ class Inbox:
         mode = view_mode()
         preexec = View(ViewSpec.of(self.state_dir), mode) if mode.available else None
         env = {k: v for k, v in self.environ.items() if not k.startswith("AGENTD_")}
+        # isolated (-I) and started outside the project: a `supervisor/` an agent put in the project root (the
+        # first entry of sys.path for `python -m` run there) must never be what runs
+        code = f"import sys; sys.path.insert(0, {str(PACKAGE_PARENT)!r}); from supervisor.memory.channel import main; main()"
         try:
-            proc = subprocess.run([sys.executable, "-m", "supervisor.memory.channel"], input=json.dumps(job).encode(),
-                                  capture_output=True, timeout=WORKER_TIMEOUT, env=env, cwd=self.root,
+            proc = subprocess.run([sys.executable, "-I", "-c", code], input=json.dumps(job).encode(),
+                                  capture_output=True, timeout=WORKER_TIMEOUT, env=env, cwd="/",
                                   preexec_fn=preexec, check=False)
         except (subprocess.SubprocessError, OSError) as exc:
             log.error("inbox_worker_failed", error=f"{type(exc).__name__}: {exc}")

@@ -23,8 +23,8 @@ This module is both sides' shared part: the format and its checks
 (:func:`parse_request`: size, JSON shape, field types and lengths, no control
 characters), the client (:func:`submit`, which waits for the reply with a
 deadline, or says the request is queued when no daemon answers), and
-:func:`apply`, which the daemon runs in a worker process (``python -m
-supervisor.memory.channel``) that sees the files as the agent does.
+:func:`apply`, which the daemon runs in a worker process (:func:`main`)
+that sees the files as the agent does.
 """
 
 from __future__ import annotations

@@ -31,10 +31,13 @@ from the unit's globs, and :meth:`FenceSpec.permits` answers "was this path
 inside the fence", to tell a fence refusal from an ordinary permission error.
 
 Always writable, because programs fail without them: :data:`DEVICE_PATHS`
-(``/dev/null``, the terminal, ``/dev/shm`` ...).  Not handled on purpose:
-``IOCTL_DEV`` (ABI 5; it would also stop terminal ioctls on a reopened
-``/dev/tty``), the ABI 6 scopes (signals, abstract sockets) and the read
-rights: refusing reads beneath one directory means allowing them on every
+(``/dev/null``, the terminal, ``/dev/shm`` ...).  Where the kernel knows it
+(ABI 6), the ruleset is also *scoped* for signals: a fenced agent cannot
+signal (stop, kill) the daemon, another unit's agent or any process outside
+its own tree; ptrace and ``/proc/PID/...`` of such processes are refused at
+every ABI.  Not handled on purpose: ``IOCTL_DEV`` (ABI 5; it would also stop
+terminal ioctls on a reopened ``/dev/tty``), the abstract-socket scope (a
+host service on an abstract socket stays reachable) and the read rights: refusing reads beneath one directory means allowing them on every
 sibling along its path, and the directories on that path could then no
 longer be listed.  What must not be read (agentd's state) is hidden by the
 fence's mount namespace instead (:mod:`.mountview`), which also keeps
@@ -112,6 +115,16 @@ class _RulesetAttr(ctypes.Structure):
     # Only the first field (ABI 1); the kernel accepts a shorter struct and
     # treats the later fields (handled_access_net, scoped) as zero.
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    # ABI 6: handled_access_net (0: the network is not the fence's business), then scoped.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+#: ``LANDLOCK_SCOPE_SIGNAL`` (ABI 6): no signal to a process outside the domain.
+SCOPE_SIGNAL = 1 << 1
 
 
 class _PathBeneath(ctypes.Structure):
@@ -311,7 +324,7 @@ class Fence:
         abi = min(abi or have.abi, have.abi)
         handled = write_rights(abi)
         libc = _libc()
-        attr = _RulesetAttr(int(handled))
+        attr = _ScopedRulesetAttr(int(handled), 0, SCOPE_SIGNAL) if abi >= 6 else _RulesetAttr(int(handled))
         fd = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
         if fd < 0:
             err = ctypes.get_errno()

@@ -218,3 +218,36 @@ def test_a_decision_from_another_unit_is_shown_as_its_data_never_as_an_instructi
     assert "- [2026-12-01 10:02] (b) The person's call — why:" in text
     quoted = build_wakeup(root, "b", unit="a", budget=5000).text
     assert 'data from unit "b"' in quoted and 'data from unit "a"' not in quoted
+
+
+def test_a_generic_agents_checkpoint_decision_snapshots_its_changed_file_and_the_next_session_starts_from_it(
+        project: Project) -> None:
+    """Issue 25 §4 for a generic agent under agentd's fence: the fake agent's checkpoint runs `agentd note`,
+    `decide` and `task-state` in its own shell, inside the fence; they reach the daemon through the inbox."""
+    root = project.root
+    git(root.parent, "init", "-q", str(root))
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    (root / "w").mkdir()
+    (root / "w" / "main.py").write_text("VALUE = 1\n")
+    project.init_memory()
+    project.fake_unit("w", cycle=True, scope='paths = ["w/**"]', wakeup="budget = 20000")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "the project")
+    project.agentd("start")
+    assert project.wait_state("w", "running")["scope"].startswith("fenced (Landlock")
+    wait_until(lambda: len(project.inputs("w")) == 1, 60, what="the first wakeup")
+    shell(project, "w", "echo 'VALUE = 2' >> w/main.py")
+    project.agentd("checkpoint", "w", timeout=120)
+    record = project.history("w")[-1]
+    assert record["flush"] == "verified" and record["outcome"] == "respawned", record
+    line = (root / ".agent" / "decisions-w.log").read_text().splitlines()[-1]
+    assert record["old_session"] in line and line.endswith("| by: w")
+    ident = re.search(r"snapshot: (snapshot-\w+)", line).group(1)
+    snap = json.loads((root / ".agent" / "snapshots" / f"{ident}.json").read_text())
+    blob = subprocess.run(["git", "hash-object", "w/main.py"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert snap["files"] == {"w/main.py": blob}
+    wait_until(lambda: len(project.inputs("w")) == 2, 60, what="the second session's wakeup")
+    received = project.inputs("w")[1][0]
+    assert ident in received and record["old_session"] in received
+    assert re.search(r"(added|modified) since [^\n]*w/main\.py", received), received
