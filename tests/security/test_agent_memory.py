@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
+from types import SimpleNamespace
+
+import pytest
+
 from supervisor.continuity.wakeup import build_wakeup
-from supervisor.memory.channel import inbox_path
+from supervisor.daemon.inbox import RATE, Inbox
+from supervisor.durable import atomic_write
+from supervisor.memory.channel import ChannelError, Request, encode_request, ensure_inbox, inbox_path, parse_request, submit
+from supervisor.memory.scaffold import init_store
 from tests.conftest import Project, git, wait_until
 
 _marks = itertools.count(1)
@@ -251,3 +259,128 @@ def test_a_generic_agents_checkpoint_decision_snapshots_its_changed_file_and_the
     received = project.inputs("w")[1][0]
     assert ident in received and record["old_session"] in received
     assert re.search(r"(added|modified) since [^\n]*w/main\.py", received), received
+
+
+# -- the channel's checks, without a daemon ------------------------------------------------------------------
+
+
+def test_a_request_is_checked_as_untrusted_input() -> None:
+    ok = encode_request("note", {"text": "fine", "kind": "confirmed", "module": None})
+    assert parse_request(ok).args == {"text": "fine", "kind": "confirmed"}
+    bad = {
+        b"[" * 5000 + b"]" * 5000: "not a JSON request",
+        b"x" * 70000: "at most 65536",
+        json.dumps({"v": 1, "op": "note", "args": {"text": "t", "kind": "confirmed"}, "unit": "b"}).encode(): '{"v": 1',
+        json.dumps({"v": 2, "op": "note", "args": {}}).encode(): "version 2",
+        json.dumps({"v": 1, "op": "rm", "args": {}}).encode(): "unknown operation 'rm'",
+        json.dumps({"v": 1, "op": "note", "args": {"text": "t", "kind": "confirmed", "by": "b"}}).encode():
+            "unknown field 'by'",
+        json.dumps({"v": 1, "op": "note", "args": {"text": 5, "kind": "confirmed"}}).encode(): "expected text",
+        json.dumps({"v": 1, "op": "note", "args": {"text": "a\x1b[2Jb", "kind": "confirmed"}}).encode(): "U+001B",
+        json.dumps({"v": 1, "op": "note", "args": {"text": "line\u2028two", "kind": "confirmed"}}).encode(): "U+2028",
+        json.dumps({"v": 1, "op": "decide", "args": {"text": "t", "why": "w", "files": ["a"] * 101}}).encode():
+            "at most 100 items",
+        json.dumps({"v": 1, "op": "decide", "args": {"text": "t", "why": " "}}).encode(): "why missing or empty",
+    }
+    for data, expected in bad.items():
+        with pytest.raises(ChannelError, match=re.escape(expected)):
+            parse_request(data)
+
+
+def _spec(module: str, paths: tuple[str, ...]) -> SimpleNamespace:
+    return SimpleNamespace(module=module, scope=SimpleNamespace(paths=paths), agent=SimpleNamespace(env={}))
+
+
+def test_the_daemon_keeps_a_request_in_its_units_module_and_scope(tmp_path: Path) -> None:
+    inbox = Inbox(tmp_path, tmp_path / ".agentd", dict)
+    a = _spec("a", ("a/**",))
+
+    def policy(op: str, **args: object) -> tuple[object, list[str]]:
+        return inbox.policy("a", a, Request(op, args))
+
+    assert policy("note", text="t", kind="confirmed") == ("a", ["a/**"])
+    assert policy("decide", text="t", why="w", scope=["a/sub/*.py"], files=["a/x.py, a/y.py"]) == ("a", ["a/sub/*.py"])
+    refusals = {
+        "b's memory": (("note",), {"text": "t", "kind": "confirmed", "module": "b"}, "read-only to it"),
+        "the global log": (("decide",), {"text": "t", "why": "w", "module": "global"}, "read-only to it"),
+        "the task itself": (("task-state",), {"state": "s", "task": "new task"}, "the task is the person's"),
+        "an auto note": (("note",), {"text": "t", "kind": "auto"}, "kind: confirmed or hypothesis"),
+        "a file of b": (("decide",), {"text": "t", "why": "w", "files": ["a/x.py,b/y.py"]}, "outside the unit's scope"),
+        "a wide glob": (("decide",), {"text": "t", "why": "w", "scope": ["**/*.py"]}, "outside the unit's scope"),
+        "climbing out": (("decide",), {"text": "t", "why": "w", "scope": ["a/../../etc"]}, "without '..'"),
+        "an absolute path": (("fact-add",), {"text": "t", "source": "/etc/passwd:1"}, "relative to the project"),
+        "git's own": (("fact-add",), {"text": "t", "source": ".git/config:1"}, "agentd's or git's own"),
+    }
+    for what, ((op,), args, expected) in refusals.items():
+        with pytest.raises(ChannelError, match=re.escape(expected)):
+            policy(op, **args)
+            raise AssertionError(what)
+    # a unit of the whole project may name any project path, never agentd's state
+    everything = _spec("all", ())
+    assert inbox.policy("all", everything, Request("decide", {"text": "t", "why": "w", "scope": ["docs/**"]}))[1] == ["docs/**"]
+    with pytest.raises(ChannelError, match="agentd's or git's own"):
+        inbox.policy("all", everything, Request("decide", {"text": "t", "why": "w", "scope": [".agentd/web-token"]}))
+    assert Inbox.within("a", ["a/**"]) and Inbox.within("a/b/c.py", ["a/**"]) and not Inbox.within("ab/c", ["a/**"])
+
+
+def test_without_a_daemon_a_request_is_queued_and_the_next_daemon_applies_it_once(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    init_store(root)
+    state = root / ".agentd"
+    box = ensure_inbox(state, "a")
+    now = [1000.0]
+    slept: list[float] = []
+    got = submit(box, "note", {"text": "left for later", "kind": "hypothesis"}, clock=lambda: now[0],
+                 sleep=lambda s: (slept.append(s), now.__setitem__(0, now[0] + s)))
+    assert got.status == "queued" and "the daemon will apply it" in got.text
+    assert sum(slept) < 3  # no .alive: nobody serves the inbox, so it waits a moment, not the whole timeout
+    # what an agent of the whole project could plant: a package of agentd's name in the project root
+    marker = tmp_path / "planted-code-ran"
+    (root / "supervisor").mkdir()
+    (root / "supervisor" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    clock = [5000.0]
+    inbox = Inbox(root, state, lambda: {"a": _spec("a", ())}, clock=lambda: clock[0],
+                  environ={**os.environ, "PYTHONPATH": str(root)})
+    assert inbox.scan() == 1 and inbox.scan() == 0  # applied once: the request is gone
+    assert "[hypothesis] [@a] left for later" in (root / ".agent" / "engram.md").read_text()
+    reply = json.loads(next(box.glob("*.reply")).read_text())
+    assert reply["ok"] and "left for later" in reply["text"]
+    assert (box / ".alive").exists()  # the daemon says it serves the inbox
+    assert not marker.exists()  # the worker imported the daemon's own package, not the planted one
+    # the rate limit: each request costs a worker process
+    inbox._recent["a"].extend([clock[0]] * (RATE - 1))  # as if 60 had come within the minute
+    replies = []
+    for text in ("one too many", "a minute later"):
+        atomic_write(box / "00000000000000ab.req", encode_request("note", {"text": text, "kind": "hypothesis"}))
+        assert inbox.scan() == 1
+        replies.append(json.loads((box / "00000000000000ab.reply").read_text()))
+        clock[0] += 61
+    assert not replies[0]["ok"] and "more than 60 memory requests in a minute" in replies[0]["text"]
+    assert replies[1]["ok"]
+    engram = (root / ".agent" / "engram.md").read_text()
+    assert "a minute later" in engram and "one too many" not in engram
+
+
+def test_a_snapshot_cannot_hash_the_token_through_a_link_into_git(tmp_path: Path) -> None:
+    """The daemon hashes a decision's files for the agent, so it must not read what the agent cannot: a link in
+    the scope to agentd's token would otherwise put the token's blob into .git/objects, readable by the agent."""
+    root = tmp_path / "proj"
+    (root / "a").mkdir(parents=True)
+    git(root.parent, "init", "-q", str(root))
+    init_store(root)
+    state = root / ".agentd"
+    state.mkdir()
+    (state / "web-token").write_text("TOKEN-0123456789\n")
+    (root / "a" / "link").symlink_to("../.agentd/web-token")
+    (root / "a" / "real.py").write_text("x = 1\n")
+    token_blob = subprocess.run(["git", "hash-object", str(state / "web-token")], capture_output=True, text=True).stdout.strip()
+    box = ensure_inbox(state, "a")
+    atomic_write(box / "00000000000000cd.req", encode_request("decide", {"text": "t", "why": "because x, so y"}))
+    assert Inbox(root, state, lambda: {"a": _spec("a", ("a/**",))}).scan() == 1
+    reply = json.loads((box / "00000000000000cd.reply").read_text())
+    assert reply["ok"], reply
+    ident = re.search(r"snapshot: (snapshot-\w+)", reply["text"]).group(1)
+    files = json.loads((root / ".agent" / "snapshots" / f"{ident}.json").read_text())["files"]
+    assert "a/real.py" in files and files.get("a/link") != token_blob
+    assert subprocess.run(["git", "cat-file", "-e", token_blob], cwd=root, capture_output=True).returncode != 0
