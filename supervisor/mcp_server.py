@@ -17,7 +17,9 @@ memory channel like the CLI (:mod:`supervisor.memory.channel`): the daemon
 writes for the unit whose inbox the request lands in, its own module only,
 and a refusal comes back as a tool error.  ``search_events`` reads the event
 index, which a fenced agent cannot see (it holds every unit's transcripts):
-there it is a tool error that says so.
+there it is a tool error that says so; where the server can read it (Codex
+starts MCP servers outside its sandbox) a unit's agent gets its own unit's
+turns only.
 """
 
 from __future__ import annotations
@@ -179,11 +181,15 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
         if inbox is not None and not default_db(state_dir).exists():
             raise ToolError("the event index is not readable inside a unit (it holds every unit's transcripts): "
                             "use recall for decisions, facts and notes")
+        own = os.environ.get("AGENTD_UNIT") if inbox is not None else None
         try:
             with EventIndex(default_db(state_dir), root, state_dir, readonly=True) as index:
-                hits = index.search(words, limit=limit, units=units, half_life_days=half_life_days or half_life)
+                hits = index.search(words, limit=min(limit * 5, 500) if own else limit, units=units,
+                                    half_life_days=half_life_days or half_life)
         except (IndexUnavailable, sqlite3.Error, ValueError) as exc:
             raise ToolError(str(exc)) from None
+        if inbox is not None:  # a unit's agent (Codex runs this server outside its sandbox): its own turns only
+            hits = [h for h in hits if h.kind.value not in ("turn", "stopped") or (own and h.unit == own)][:limit]
         return "\n".join(h.render(root) for h in hits) or "no match"
 
     @server.tool()

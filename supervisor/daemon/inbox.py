@@ -170,7 +170,8 @@ class Inbox:
                     except OSError:
                         continue
                     if REQUEST_RE.fullmatch(entry.name):
-                        found.append((st.st_mtime_ns, entry.name))
+                        if stat.S_ISREG(st.st_mode):  # a directory, link or fifo of that name is left alone
+                            found.append((st.st_mtime_ns, entry.name))
                     elif entry.name != ALIVE and now - st.st_mtime > STALE_AFTER and stat.S_ISREG(st.st_mode):
                         self._unlink(inbox / entry.name)  # an uncollected reply, a torn temp file
                     elif entry.name.endswith(REPLY_SUFFIX) or entry.name.endswith(".tmp"):

@@ -384,3 +384,64 @@ def test_a_snapshot_cannot_hash_the_token_through_a_link_into_git(tmp_path: Path
     files = json.loads((root / ".agent" / "snapshots" / f"{ident}.json").read_text())["files"]
     assert "a/real.py" in files and files.get("a/link") != token_blob
     assert subprocess.run(["git", "cat-file", "-e", token_blob], cwd=root, capture_output=True).returncode != 0
+
+
+def test_the_mcp_tools_of_a_unit_go_through_its_channel_and_search_only_its_own_turns(tmp_path: Path) -> None:
+    """What Codex does with an MCP server: it starts it outside its sandbox, with the unit's environment."""
+    import sys
+    import threading
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from supervisor.eventindex import EventIndex, default_db
+
+    root = tmp_path / "proj"
+    (root / "a").mkdir(parents=True)
+    init_store(root)
+    state = root / ".agentd"
+    for unit in ("a", "b"):
+        transcript = state / "transcripts" / unit / "20261201T100000.000000-abcdef.txt"
+        transcript.parent.mkdir(parents=True)
+        transcript.write_text(f"❯ deploy the {unit} service\nthe rollout-secret of {unit} is here\n❯ next\n")
+    with EventIndex(default_db(state), root, state) as index:
+        index.update()
+    box = ensure_inbox(state, "a")
+    inbox = Inbox(root, state, lambda: {"a": _spec("a", ("a/**",))})
+    done = threading.Event()
+
+    def serve() -> None:  # the daemon's part, in this process
+        while not done.is_set():
+            inbox.scan()
+            done.wait(0.05)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("agentd")), args=["--root", str(root), "mcp"],
+                                   env={"AGENTD_UNIT": "a", "AGENTD_MODULE": "a", "AGENTD_INBOX": str(box)}, cwd=str(root))
+    results: dict[str, tuple[bool, str]] = {}
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            calls = {
+                "note": ("note", {"text": "through the channel", "kind": "confirmed"}),
+                "b's log": ("log_decision", {"decision": "x", "why": "because a, so b", "module": "b"}),
+                "the task": ("update_task_state", {"state": "s", "task": "a new task of my own"}),
+                "search": ("search_events", {"words": ["rollout-secret"], "limit": 10}),
+            }
+            for key, (tool, args) in calls.items():
+                got = await client.call_tool(tool, args)
+                results[key] = (got.is_error, got.content[0].text)
+
+    try:
+        anyio.run(session)
+    finally:
+        done.set()
+        server.join(10)
+    assert not results["note"][0] and "[@a] through the channel" in results["note"][1]
+    assert "[confirmed] [@a] through the channel" in (root / ".agent" / "engram.md").read_text()
+    assert results["b's log"][0] and "read-only to it" in results["b's log"][1]
+    assert results["the task"][0] and "the task is the person's" in results["the task"][1]
+    assert not results["search"][0] and "rollout-secret of a" in results["search"][1]
+    assert "rollout-secret of b" not in results["search"][1]
