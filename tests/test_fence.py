@@ -236,6 +236,8 @@ def _repo(tmp_path: Path) -> Path:
 
 
 VIEW_OPS = {
+    "unmounting the view": ["run", "umount", "-l", ".agent"],
+    "a mount of its own": ["run", "sh", "-c", "unshare -m sh -c 'umount -l .agent; touch .agent/in-new-ns'"],
     "the token": ["read", ".agentd/web-token"],
     "another unit's transcript": ["read", ".agentd/transcripts/db/s1.txt"],
     "its own inbox": ["write", ".agentd/inbox/web/1.req"],
@@ -301,10 +303,12 @@ def test_the_view_hides_agentds_state_keeps_the_persons_files_read_only_and_git_
     assert got["a config.lock"] == "ok"  # git's own temp file: made, then the rename over the config fails
     assert got["the daemon's view of the token"] == "EACCES"  # Landlock: no /proc/PID/root of a process outside
     assert got["a commit"] == "ok" and got["git config by the agent"] != "ok"
+    assert got["unmounting the view"] != "ok" and got["a mount of its own"] != "ok"  # the fence forbids (un)mounting
     log = subprocess.run(["git", "log", "--format=%s"], cwd=root, capture_output=True, text=True, check=True).stdout
     assert log.split() == ["two", "one"]
     assert "evil" not in (root / ".git/config").read_text() and (root / ".agent/engram.md").read_text() == "# engram\n"
     assert not (root / ".git/hooks/pre-commit").exists() and not (root / ".agentd/planted").exists()
+    assert not (root / ".agent/in-new-ns").exists()
     assert (root / ".agentd/inbox/web/1.req").exists() and not (root / ".agentd/inbox/db/1.req").exists()
     assert (root / ".agent").is_dir() and (root / "etc/agentd.toml").is_file()
 

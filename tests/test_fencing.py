@@ -10,7 +10,8 @@ import pytest
 
 from supervisor.adapters.confine import Confined
 from supervisor.config.resources import parse_size
-from supervisor.scope.fencing import FenceRequired, FenceSetting, decide_fence, refused, state_dirs, unit_fence, writable_paths
+from supervisor.scope.fencing import (FenceRequired, FenceSetting, decide_fence, hidden_state, refused, state_dirs, unit_fence,
+                                       writable_paths)
 from supervisor.session.fence import Availability
 from supervisor.session.mountview import ViewMode
 from supervisor.visible import visible
@@ -129,3 +130,17 @@ def test_visible_escapes_what_would_act_on_a_terminal() -> None:
     assert visible("bidi\u202eexe.txt") == "bidi\\u202eexe.txt"
     assert visible("back\\slash") == "back\\\\slash"  # an escape cannot be forged
     assert visible(os.fsdecode(b"\xff.txt")) == "\\xff.txt"
+
+
+def test_the_hidden_state_of_a_run_unit_daemon_is_the_projects_whole_state(tmp_path: Path) -> None:
+    state = tmp_path / ".agentd"
+    assert hidden_state(state) == state
+    assert hidden_state(state / "run-unit" / "web") == state  # the other daemons' states and the token too
+
+
+def test_without_a_mount_namespace_the_notes_say_what_the_fence_cannot_hold(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / ".agent").mkdir(parents=True)
+    fence = unit_fence(root, [], [], view_mode=ViewMode("", "cannot make a user namespace (not root): EPERM"))
+    assert any("no private view (cannot make a user namespace" in n and ".agent/" in n for n in fence.notes)
+    assert fence.permits(root / ".agent" / "engram.md")  # the scope is the whole project: Landlock alone allows it

@@ -31,7 +31,7 @@ import structlog
 
 from ..memory.channel import ensure_inbox
 from ..scope.allowset import AllowSetError, denied_paths
-from ..scope.fencing import FenceDecision, FenceRequired, UnitFence, decide_fence, refused, unit_fence
+from ..scope.fencing import FenceDecision, FenceRequired, UnitFence, decide_fence, hidden_state, refused, unit_fence
 from ..scope.rules import forbid_globs_from_constraints
 from ..session.containment import Containment, Ended, Limits, Member, Usage
 from ..session.fence import Fence, FenceUnavailable, availability
@@ -92,7 +92,8 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
         session_dir = state / "sessions" / spec.name / env["AGENTD_SESSION"] if env.get("AGENTD_SESSION") else None
         fence = unit_fence(root, spec.scope.paths, [*spec.scope.forbid, *_constraints_forbid(root)],
                            writable=spec.scope.writable, tmp_dir=tmp, env=env, inbox=ensure_inbox(state, spec.name),
-                           state_dir=state, shown=[settings.socket_path, *([session_dir] if session_dir else [])],
+                           state_dir=hidden_state(state),
+                           shown=[settings.socket_path, *([session_dir] if session_dir else [])],
                            protect=[settings.units_path, root / "etc" / "agentd.toml"], view_mode=view_mode())
     except (AllowSetError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -52,6 +52,7 @@ from ..memory.channel import (ALIVE, ALIVE_EVERY, MAX_REQUEST, REPLY_SUFFIX, REQ
                               inbox_path, parse_request, write_reply)
 from ..memory.gitfiles import matches
 from ..scope.allowset import covers
+from ..scope.fencing import hidden_state
 from ..session.mountview import View, ViewSpec, view_mode
 from ..session.redact import redact_text
 
@@ -294,7 +295,7 @@ class Inbox:
     def _work(self, job: dict[str, Any]) -> dict[str, Any]:
         """Apply ``job`` in a worker process that sees the files as the agent does (agentd's state hidden)."""
         mode = view_mode()
-        preexec = View(ViewSpec.of(self.state_dir), mode) if mode.available else None
+        preexec = View(ViewSpec.of(hidden_state(self.state_dir)), mode) if mode.available else None
         env = {k: v for k, v in self.environ.items() if not k.startswith("AGENTD_")}
         # isolated (-I) and started outside the project: a `supervisor/` an agent put in the project root (the
         # first entry of sys.path for `python -m` run there) must never be what runs

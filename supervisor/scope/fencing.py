@@ -148,6 +148,13 @@ class UnitFence:
         return True
 
 
+def hidden_state(state_dir: Path) -> Path:
+    """The state directory an agent must not see: the daemon's own, or, for the daemon of ``agentd run-unit``
+    (``<state>/run-unit/UNIT``), the project's whole state directory (the other daemons', the token)."""
+    state_dir = Path(state_dir)
+    return state_dir.parent.parent if state_dir.parent.name == "run-unit" else state_dir
+
+
 def writable_paths(root: Path, writable: Iterable[str]) -> list[Path]:
     """``[scope] writable`` entries as absolute paths: ``~`` expanded, relative ones from the project root."""
     out = []

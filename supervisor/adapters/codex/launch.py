@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from ...durable import atomic_write
 from ...memory.channel import ensure_inbox
+from ...scope.fencing import hidden_state
 from ...session.fence import git_dirs, git_protected
 from ..base import Sandbox, fence_on, notify_argv
 from ..roots import writable_roots
@@ -129,7 +130,7 @@ def permission_profile(spec: UnitSpec, root: Path, tmp: Path, state_dir: Path | 
         table[str(path)] = "read"
     if state_dir is not None:
         state = Path(state_dir).resolve()
-        table[str(state)] = "none"
+        table[str(hidden_state(state))] = "none"
         table[str(ensure_inbox(state, spec.name))] = "write"
         for path in writable:
             if path == state or state in path.parents:
