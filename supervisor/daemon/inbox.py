@@ -2,9 +2,11 @@
 
 An agent's memory commands write request files into ``<state>/inbox/<unit>/``
 (:mod:`supervisor.memory.channel`); only that unit's fence or sandbox may
-write there, so the directory says who asks.  Every 0.2 s :meth:`Inbox.scan`
-(in a thread, never on the loop) looks at each loaded unit's inbox (one
-``stat`` when nothing changed), and for each request:
+write there, so the directory says who asks.  Every 0.2 s :meth:`Inbox.run`
+looks at each loaded unit's inbox (in a thread, never on the loop; one
+``stat`` when nothing changed) and applies each unit's requests in a thread
+of their own (one at a time per unit, so a slow one never holds up another
+unit's checkpoint).  For each request:
 
 1. reads it without following links or blocking (a regular file of at most
    64 KiB) and removes it: a request is applied at most once, and a unit
@@ -42,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,27 +111,41 @@ class Inbox:
             self._state_rel = None
 
     async def run(self) -> None:
-        """Serve the inboxes until cancelled."""
+        """Serve the inboxes until cancelled: each pass lists them (a thread), then each unit's requests are
+        applied in a thread of their own, one unit at a time at most once: a unit with slow requests (a
+        snapshot of a large scope) never holds up another unit's checkpoint."""
+        tasks: dict[str, asyncio.Task[int]] = {}
         while True:
             try:
                 specs = dict(self.specs())  # read on the loop: reloads change the units there
-                await asyncio.to_thread(self.scan, specs)
+                for unit, (spec, inbox, names) in (await asyncio.to_thread(self.collect, specs, set(tasks))).items():
+                    tasks[unit] = asyncio.ensure_future(asyncio.to_thread(self.handle_all, unit, spec, inbox, names))
+                    tasks[unit].add_done_callback(lambda _t, u=unit: tasks.pop(u, None))
             except Exception as exc:  # noqa: BLE001 - one bad pass must not end the channel
                 log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             await asyncio.sleep(self.interval)
 
     # ------------------------------------------------------------------ scanning
     def scan(self, specs: Mapping[str, UnitSpec] | None = None) -> int:
-        """One pass over every unit's inbox (blocking); the number of requests handled."""
+        """One pass over every unit's inbox, its requests applied here (blocking); the number handled."""
+        found = self.collect(dict(specs if specs is not None else self.specs()))
+        return sum(self.handle_all(unit, spec, inbox, names) for unit, (spec, inbox, names) in found.items())
+
+    def collect(self, specs: Mapping[str, UnitSpec],
+                skip: Collection[str] = ()) -> dict[str, tuple[UnitSpec, Path, list[str]]]:
+        """The requests waiting in each unit's inbox but the ``skip`` units' (those being served: oldest first,
+        at most PER_PASS a unit); blocking."""
         now = self.clock()
         beat = now - self._alive_at >= ALIVE_EVERY
         if beat:
             self._alive_at = now
-        handled = 0
-        for unit, spec in (specs if specs is not None else self.specs()).items():
+        out: dict[str, tuple[UnitSpec, Path, list[str]]] = {}
+        for unit, spec in specs.items():
             inbox = inbox_path(self.state_dir, unit)
             if beat:
                 self._touch(inbox / ALIVE)
+            if unit in skip:
+                continue
             try:
                 mtime = os.stat(inbox).st_mtime_ns  # before the listing: a change after it shows as a new mtime
             except OSError:
@@ -137,13 +153,17 @@ class Inbox:
             if self._seen.get(unit) == mtime and not beat:
                 continue
             found, busy = self._requests(inbox, now)
-            for name in found[:PER_PASS]:
-                self.handle(unit, spec, inbox, name)
-                handled += 1
+            if found:
+                out[unit] = (spec, inbox, found[:PER_PASS])
             # trusted only once it is older than a timestamp tick: a change within the same tick keeps the mtime
             settled = now - mtime / 1e9 > SETTLED
             self._seen[unit] = mtime if settled and not found and not busy else -1
-        return handled
+        return out
+
+    def handle_all(self, unit: str, spec: UnitSpec, inbox: Path, names: list[str]) -> int:
+        for name in names:
+            self.handle(unit, spec, inbox, name)
+        return len(names)
 
     @staticmethod
     def _touch(path: Path) -> None:

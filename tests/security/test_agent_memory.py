@@ -25,7 +25,7 @@ from supervisor.daemon.inbox import RATE, Inbox
 from supervisor.durable import atomic_write
 from supervisor.memory.channel import ChannelError, Request, encode_request, ensure_inbox, inbox_path, parse_request, submit
 from supervisor.memory.scaffold import init_store
-from tests.conftest import Project, git, wait_until
+from tests.conftest import Project, git, wait_until, wait_until_async
 
 _marks = itertools.count(1)
 
@@ -445,3 +445,41 @@ def test_the_mcp_tools_of_a_unit_go_through_its_channel_and_search_only_its_own_
     assert results["the task"][0] and "the task is the person's" in results["the task"][1]
     assert not results["search"][0] and "rollout-secret of a" in results["search"][1]
     assert "rollout-secret of b" not in results["search"][1]
+
+
+def test_a_units_slow_request_never_holds_up_another_units(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    init_store(root)
+    state = root / ".agentd"
+    boxes = {u: ensure_inbox(state, u) for u in ("a", "b")}
+    inbox = Inbox(root, state, lambda: {u: _spec(u, ()) for u in boxes}, interval=0.01)
+    release = threading.Event()
+    real = inbox._work
+
+    def work(job: dict) -> dict:
+        if job["unit"] == "a":
+            release.wait(30)  # a snapshot of a huge scope, say
+        return real(job)
+
+    inbox._work = work  # type: ignore[method-assign]
+    for unit, box in boxes.items():
+        atomic_write(box / "00000000000000ef.req", encode_request("note", {"text": f"from {unit}", "kind": "hypothesis"}))
+
+    async def main() -> None:
+        served = asyncio.ensure_future(inbox.run())
+        try:
+            await wait_until_async(lambda: (boxes["b"] / "00000000000000ef.reply").exists(), 30, what="b's reply")
+            assert not (boxes["a"] / "00000000000000ef.reply").exists()  # a's is still being applied
+            release.set()
+            await wait_until_async(lambda: (boxes["a"] / "00000000000000ef.reply").exists(), 30, what="a's reply")
+        finally:
+            release.set()
+            served.cancel()
+
+    asyncio.run(main())
+    engram = (root / ".agent" / "engram.md").read_text()
+    assert engram.index("[@b] from b") < engram.index("[@a] from a")
