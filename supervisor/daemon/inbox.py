@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,8 @@ WORKER_TIMEOUT = 120.0
 SETTLED = 0.5
 #: Requests one unit may make in a minute (a checkpoint makes three).
 RATE = 60
+#: Units whose requests are applied at once (each waits on a worker process).
+WORKERS = 4
 #: Top-level names a request may never name: git's, the memory store's (the daemon writes them).
 _NEVER = (".git", ".agent")
 
@@ -114,16 +117,23 @@ class Inbox:
         """Serve the inboxes until cancelled: each pass lists them (a thread), then each unit's requests are
         applied in a thread of their own, one unit at a time at most once: a unit with slow requests (a
         snapshot of a large scope) never holds up another unit's checkpoint."""
-        tasks: dict[str, asyncio.Task[int]] = {}
-        while True:
-            try:
-                specs = dict(self.specs())  # read on the loop: reloads change the units there
-                for unit, (spec, inbox, names) in (await asyncio.to_thread(self.collect, specs, set(tasks))).items():
-                    tasks[unit] = asyncio.ensure_future(asyncio.to_thread(self.handle_all, unit, spec, inbox, names))
-                    tasks[unit].add_done_callback(lambda _t, u=unit: tasks.pop(u, None))
-            except Exception as exc:  # noqa: BLE001 - one bad pass must not end the channel
-                log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
-            await asyncio.sleep(self.interval)
+        loop = asyncio.get_running_loop()
+        # threads of its own: requests that wait on worker processes never take the daemon's other threads
+        pool = ThreadPoolExecutor(max_workers=WORKERS + 1, thread_name_prefix="agentd-inbox")
+        tasks: dict[str, asyncio.Future[int]] = {}
+        try:
+            while True:
+                try:
+                    specs = dict(self.specs())  # read on the loop: reloads change the units there
+                    found = await loop.run_in_executor(pool, self.collect, specs, set(tasks))
+                    for unit, (spec, inbox, names) in found.items():
+                        tasks[unit] = loop.run_in_executor(pool, self.handle_all, unit, spec, inbox, names)
+                        tasks[unit].add_done_callback(lambda _t, u=unit: tasks.pop(u, None))
+                except Exception as exc:  # noqa: BLE001 - one bad pass must not end the channel
+                    log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+                await asyncio.sleep(self.interval)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ scanning
     def scan(self, specs: Mapping[str, UnitSpec] | None = None) -> int:
