@@ -11,6 +11,15 @@ The module defaults like the CLI: the tool's ``module`` argument, else
 ``$AGENTD_MODULE``, else the module of ``$AGENTD_UNIT``'s unit, else global.
 Notes and the task state belong to that module too (``update_task_state``
 writes ``.agent/tasks/<module>.md``; ``global_task`` the global task).
+
+Inside a unit (``$AGENTD_INBOX``) the four writing tools go through the
+memory channel like the CLI (:mod:`supervisor.memory.channel`): the daemon
+writes for the unit whose inbox the request lands in, its own module only,
+and a refusal comes back as a tool error.  ``search_events`` reads the event
+index, which a fenced agent cannot see (it holds every unit's transcripts):
+there it is a tool error that says so; where the server can read it (Codex
+starts MCP servers outside its sandbox) a unit's agent gets its own unit's
+turns only.
 """
 
 from __future__ import annotations
@@ -46,8 +55,22 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from .memory.channel import ChannelError, submit
+
     root = Path(root)
     state_dir = Path(state_dir) if state_dir is not None else root / DEFAULT_STATE_DIR
+    inbox_env = os.environ.get("AGENTD_INBOX", "").strip()
+    inbox = Path(inbox_env) if inbox_env else None
+
+    def channel(op: str, args: dict[str, object]) -> str:
+        assert inbox is not None
+        try:
+            outcome = submit(inbox, op, args)
+        except (ChannelError, OSError) as exc:
+            raise ToolError(str(exc)) from None
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        return outcome.text
     paths = AgentPaths(root)
     default_module, default_scope = _default_target(units_dir)
     server = MCPServer(
@@ -78,6 +101,9 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
         global_log: Annotated[bool, Field(description="write to the global (cross-module) log")] = False,
     ) -> str:
         """Record an irreversible decision in the decision log, with a snapshot of the module's files."""
+        if inbox is not None:
+            return channel("decide", {"text": decision, "why": why, "tags": tags, "files": files,
+                                      "alternatives": alternatives, "module": "global" if global_log else module})
         target = module_of(module, global_log)
         try:
             rec = record_decision(root, decision, why, module=target, tags=tags, files=files,
@@ -95,6 +121,8 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
         global_note: Annotated[bool, Field(description="a note for every module")] = False,
     ) -> str:
         """Append a confirmed finding or a hypothesis to the engram (working notes)."""
+        if inbox is not None:
+            return channel("note", {"text": text, "kind": kind, "module": "global" if global_note else module})
         try:
             n = append_note(root, text, kind, module=module_of(module, global_note))
         except (StoreError, ValueError) as exc:
@@ -108,6 +136,8 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
         module: Annotated[str | None, Field(description="module; default: this agent's module")] = None,
     ) -> str:
         """Record a stable fact with the hash of its source lines (it goes stale when they change)."""
+        if inbox is not None:
+            return channel("fact-add", {"text": text, "source": source, "module": module})
         try:
             f = add_fact(root, module_of(module, False), text, source)
         except (StoreError, ValueError) as exc:
@@ -148,11 +178,18 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
 
         from .eventindex import EventIndex, IndexUnavailable, default_db
 
+        if inbox is not None and not default_db(state_dir).exists():
+            raise ToolError("the event index is not readable inside a unit (it holds every unit's transcripts): "
+                            "use recall for decisions, facts and notes")
+        own = os.environ.get("AGENTD_UNIT") if inbox is not None else None
         try:
             with EventIndex(default_db(state_dir), root, state_dir, readonly=True) as index:
-                hits = index.search(words, limit=limit, units=units, half_life_days=half_life_days or half_life)
+                hits = index.search(words, limit=min(limit * 5, 500) if own else limit, units=units,
+                                    half_life_days=half_life_days or half_life)
         except (IndexUnavailable, sqlite3.Error, ValueError) as exc:
             raise ToolError(str(exc)) from None
+        if inbox is not None:  # a unit's agent (Codex runs this server outside its sandbox): its own turns only
+            hits = [h for h in hits if h.kind.value not in ("turn", "stopped") or (own and h.unit == own)][:limit]
         return "\n".join(h.render(root) for h in hits) or "no match"
 
     @server.tool()
@@ -162,6 +199,8 @@ def build_server(root: Path, units_dir: Path | None = None, state_dir: Path | No
         global_task: Annotated[bool, Field(description="the global task instead of this agent's module's")] = False,
     ) -> str:
         """Set the 'State at interruption' line of this module's task (and optionally the task)."""
+        if inbox is not None:
+            return channel("task-state", {"state": state, "task": task, "module": "global" if global_task else None})
         target = module_of(None, global_task)
         try:
             info = set_task_state(paths, state, task, module=target)

@@ -97,11 +97,12 @@ def test_bypass_is_an_explicit_opt_in_with_a_warning_without_the_fence(tmp_path:
     assert settings["skipDangerousModePermissionPrompt"] is True and "permissions" not in settings
     box = adapter.sandbox()
     assert box.bypassed and not box.fenced and "bypass_permissions" in (box.warning or "")
-    # the safe default with a scope: only the scope's directories and .agent/ are added, plus the unit's rules
+    # the safe default with a scope: only the scope's directories are added (.agent/ is the daemon's to write:
+    # the agent's `agentd note` goes through its inbox), plus the unit's rules
     scoped = make(tmp_path, extra='[scope]\npaths = ["src/api/**"]\n[claude]\nallow = ["Bash(pytest:*)"]\n')
     launch = scoped.launch("W", "s2", {})
     added = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "--add-dir"]
-    assert added == [str(tmp_path.resolve() / "src" / "api"), str(tmp_path.resolve() / ".agent")]
+    assert added == [str(tmp_path.resolve() / "src" / "api")]
     # each added directory is trusted in agentd's private config dir (else Claude Code asks about it)
     state = json.loads((Path(launch.env["CLAUDE_CONFIG_DIR"]) / ".claude.json").read_text())
     assert all(state["projects"][d]["hasTrustDialogAccepted"] for d in added)

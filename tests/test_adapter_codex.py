@@ -60,21 +60,31 @@ def line(payload: dict[str, Any], kind: str = "event_msg") -> str:
     return json.dumps({"type": kind, "payload": payload}) + "\n"
 
 
-def test_the_safe_default_keeps_codex_sandbox_with_the_scope_and_agent_dir_writable(tmp_path: Path) -> None:
+def test_the_safe_default_keeps_codex_sandbox_writing_the_scope_and_the_inbox_only(tmp_path: Path) -> None:
     init_store(tmp_path)
     (tmp_path / "src" / "api").mkdir(parents=True)
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    (tmp_path / ".git" / "config").write_text("")
+    (tmp_path / "units").mkdir()
     adapter = make(tmp_path, '[scope]\npaths = ["src/api/**"]\n')
     launch = adapter.launch("THE WAKEUP", "s1", {"HOME": str(tmp_path / "home")})
     argv = launch.argv
     assert "--dangerously-bypass-approvals-and-sandbox" not in argv and "--dangerously-bypass-hook-trust" not in argv
-    assert argv[argv.index("--sandbox") + 1] == "workspace-write"
+    assert "--sandbox" not in argv  # a legacy sandbox_mode would switch the permission profile off
     assert argv[argv.index("--ask-for-approval") + 1] == "never"
+    assert value(argv, "default_permissions") == "agentd"
     root = tmp_path.resolve()
-    tmp = Path(launch.env["TMPDIR"])
-    assert value(argv, "sandbox_workspace_write.writable_roots") == [str(root / "src" / "api"), str(root / ".agent"), str(tmp)]
-    assert value(argv, "sandbox_workspace_write.exclude_slash_tmp") is True  # a project under /tmp stays fenced
+    tmp, state = Path(launch.env["TMPDIR"]), root / ".agentd"
+    table = value(argv, "permissions.agentd.filesystem")
+    writes = {path for path, access in table.items() if access == "write"}
+    assert writes == {str(root / "src" / "api"), str(tmp), str(state / "inbox" / "cx"), str(root / ".git")}
+    assert table[":root"] == table[str(root)] == "read"  # the workdir itself is not writable: the scope is
+    assert table[str(state)] == "none"  # agentd's state unreadable, but for the unit's inbox and temp dir
+    for person in (".agent", "units", ".codex", ".agents", ".git/config", ".git/hooks", ".git/info"):
+        assert table[str(root / person)] == "read", person
     box = adapter.sandbox()
     assert box.mode == "workspace-write" and not box.bypassed and box.warning is None
+    assert set(box.writable) == writes
 
 
 def test_bypass_is_explicit_and_warns_without_the_fence_and_the_fence_implies_it(tmp_path: Path) -> None:

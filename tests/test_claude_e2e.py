@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import subprocess
 from typing import Any
 
 from supervisor.adapters.claude import KICKOFF
@@ -166,3 +168,39 @@ def test_claude_keeps_its_permissions_writes_in_scope_refuses_the_rest_and_never
     row = project.unit_status("claude")
     assert not row.get("frozen") and row["state"] == "running"
     assert len([b for b in jail.turns() if FACT in json.dumps(b.get("messages"))]) >= 1
+
+
+def test_a_checkpoint_decision_snapshots_changed_files_from_inside_agentds_fence(jail: Jail) -> None:
+    """Issue 25 §4 with Claude Code as people run it: acceptEdits under agentd's fence, a custom base URL, the
+    person's own project settings.  The agent edits a file of its scope; the checkpoint's `agentd decide` runs
+    inside the fence, where .agent/ is read-only, and reaches the daemon through the unit's inbox; the daemon
+    hashes the changed file, and the next session's first request carries the decision and that file."""
+    project = jail.project
+    root = project.root
+    (root / "cl" / ".claude").mkdir()
+    # (a project file that pre-approves tools makes Claude Code 2.1.328 ask "Is this a project you trust?" first)
+    (root / "cl" / ".claude" / "settings.json").write_text(json.dumps({"includeCoAuthoredBy": False}))
+    for argv in (["init", "-q"], ["config", "user.email", "t@example.com"], ["config", "user.name", "t"],
+                 ["add", "-A"], ["commit", "-qm", "the project"]):
+        subprocess.run(["git", *argv], cwd=root, check=True, capture_output=True)
+    committed = subprocess.run(["git", "rev-parse", "HEAD:cl/parser.py"], cwd=root, capture_output=True, text=True).stdout
+    row, _ = start_and_first_turn(jail)
+    assert row["scope"].startswith("fenced (Landlock") and row["sandbox"]["mode"] == "acceptEdits"
+    project.agentd("send", "claude", f"WRITE: {root}/cl/parser.py VERSION = 3")
+    wait_until(lambda: (root / "cl" / "parser.py").read_text().strip() == "VERSION = 3", 90, what="the edit")
+    wait_until(lambda: project.unit_status("claude")["turn"] == "idle", 90, interval=0.1, what="the edit's turn to end")
+    project.agentd("checkpoint", "claude", timeout=180)
+    record = project.history("claude")[-1]
+    assert record["flush"] == "verified" and record["outcome"] == "respawned", record
+    line = (root / ".agent" / "decisions-claude.log").read_text().splitlines()[-1]
+    assert "fake model decision" in line and line.endswith("| by: claude")
+    decision = line.split("decision: ")[1].split(" |")[0]
+    ident = line.split("snapshot: ")[1].split(" |")[0]
+    snap = json.loads((root / ".agent" / "snapshots" / f"{ident}.json").read_text())
+    now = subprocess.run(["git", "hash-object", "cl/parser.py"], cwd=root, capture_output=True, text=True).stdout
+    assert snap["files"]["cl/parser.py"] == now.strip() != committed.strip()
+    assert not any(not p.startswith("cl/") for p in snap["files"]), snap["files"]  # the unit's scope only
+    body = wait_until(lambda: next((b for b in jail.turns() if KICKOFF in message_text(b) and decision in system_text(b)),
+                                   None), 90, what="the fresh session's first request")
+    assert ident in system_text(body)
+    assert re.search(r"(added|modified) since [^:]+: [^\\]*cl/parser\.py", system_text(body)), system_text(body)

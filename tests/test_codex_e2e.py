@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tomllib
@@ -339,3 +340,62 @@ def test_a_codex_home_without_trust_is_shown_blocked_until_agentd_trust(project:
     wait_idle(project)
     assert wait_until(jail.first_requests, 30, what="the first request once trusted")
     assert not (project.unit_status("cx") or {}).get("frozen")
+
+
+def test_a_checkpoint_decision_snapshots_changed_files_from_inside_codexs_own_sandbox(
+    project: Project, jail: Jail, codex_bin: Path
+) -> None:
+    """Issue 25 §4 as a person runs Codex: its default sandbox, their own CODEX_HOME (whose config says
+    sandbox_mode = "workspace-write" and asks for approvals), a custom base URL and no login.  The agent edits a
+    file of its scope, the checkpoint's `agentd decide` runs in Codex's sandbox (.git read-only there before),
+    the daemon hashes the changed file, and the next session's first request carries the decision and that file."""
+    home = project.root.parent / "person-codex"
+    home.mkdir()
+    setup(project, codex_bin, codex=f"home = {json.dumps(str(home))}")
+    root = project.root.resolve()
+    (home / "config.toml").write_text(
+        'sandbox_mode = "workspace-write"\napproval_policy = "on-request"\n[sandbox_workspace_write]\nnetwork_access = false\n'
+        f'[projects.{json.dumps(str(root / "cx"))}]\ntrust_level = "trusted"\n')
+    (root / "cx" / "parser.py").write_text("VERSION = 2\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for argv in (["config", "user.email", "t@example.com"], ["config", "user.name", "t"], ["add", "-A"],
+                 ["commit", "-qm", "the project"]):
+        subprocess.run(["git", *argv], cwd=root, check=True, capture_output=True)
+    committed = subprocess.run(["git", "rev-parse", "HEAD:cx/parser.py"], cwd=root, capture_output=True, text=True).stdout.strip()
+    jail.start()
+    old = wait_idle(project)
+    assert old["sandbox"]["mode"] == "workspace-write" and not old["sandbox"]["bypassed"]
+    project.agentd("send", "cx", "RUN: echo 'VERSION = 3' >> parser.py && touch ../outside.txt")
+    reply = wait_until(lambda: [r for r in jail.requests() if (r["body"]["input"] or [{}])[-1].get("type") == "function_call_output"],
+                       60, what="the edit's output")[0]
+    assert "Read-only file system" in str(reply["body"]["input"][-1].get("output"))  # the workdir's parent: refused
+    assert (root / "cx" / "parser.py").read_text() == "VERSION = 2\nVERSION = 3\n"
+    wait_idle(project)
+    # §6: the person edits etc/agentd.toml while Codex is mid-turn; its sandbox cannot write there: nobody is blamed
+    jail.call(op="control", delay=3.0)
+    project.agentd("send", "cx", "think slowly")
+    wait_until(lambda: project.unit_status("cx")["turn"] == "busy", 30, interval=0.05, what="the slow turn")
+    (root / "etc").mkdir()
+    (root / "etc" / "agentd.toml").write_text("# the person's own settings\n")
+    seen = wait_until(lambda: [e for e in project.events("change_not_blamed") if e["path"] == "etc/agentd.toml"], 30,
+                      what="the guard to judge the person's edit")
+    assert "outside their fences" in seen[0]["why"], seen
+    jail.call(op="control", delay=0.0)
+    wait_idle(project)
+    assert project.agentd("violations", "--json").stdout.strip() == "" and project.unit_status("cx")["violations"] == 0
+    decision = "Bump the parser to version 3"
+    jail.call(op="control", decision=decision, engram="confirmed: parser bumped")
+    project.agentd("checkpoint", "cx", timeout=180)
+    record = project.history("cx")[-1]
+    assert record["flush"] == "verified" and record["outcome"] == "respawned", record
+    line = (root / ".agent" / "decisions-cx.log").read_text().splitlines()[-1]
+    assert f"decision: {decision}" in line and line.endswith("| by: cx")
+    ident = line.split("snapshot: ")[1].split(" |")[0]
+    snap = json.loads((root / ".agent" / "snapshots" / f"{ident}.json").read_text())
+    now = subprocess.run(["git", "hash-object", "cx/parser.py"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert snap["files"]["cx/parser.py"] == now != committed
+    assert "cx/parser.py" in snap["changed"]["added"]  # since the person's decision of setup(), before parser.py
+    firsts = wait_until(lambda: len(jail.first_requests()) >= 2 and jail.first_requests(), 60, what="the new session's request")
+    wakeup = developer_text(firsts[-1])
+    assert decision in wakeup and ident in wakeup and "confirmed: parser bumped" in wakeup
+    assert re.search(r"added since \S+: cx/parser\.py", wakeup), wakeup

@@ -10,8 +10,10 @@ import pytest
 
 from supervisor.adapters.confine import Confined
 from supervisor.config.resources import parse_size
-from supervisor.scope.fencing import FenceRequired, FenceSetting, decide_fence, refused, state_dirs, unit_fence, writable_paths
+from supervisor.scope.fencing import (FenceRequired, FenceSetting, decide_fence, hidden_state, refused, state_dirs, unit_fence,
+                                       writable_paths)
 from supervisor.session.fence import Availability
+from supervisor.session.mountview import ViewMode
 from supervisor.visible import visible
 
 HAVE = Availability(7)
@@ -43,22 +45,36 @@ def test_off_is_never_fenced_and_on_is_fenced_or_refuses_to_start() -> None:
 
 def test_a_units_fence_holds_its_scope_memory_git_tmp_state_and_writable_paths(tmp_path: Path) -> None:
     root = tmp_path / "proj"
-    for d in ("src/api", "src/api/migrations", "src/web", "docs", ".agent", ".git", "build"):
+    for d in ("src/api", "src/api/migrations", "src/web", "docs", ".agent", ".git/objects", "build",
+              ".agentd/inbox/web", ".agentd/inbox/db", ".agentd/sessions/web/s1"):
         (root / d).mkdir(parents=True)
     (root / "src/api/migrations/001.sql").write_text("x")
     (root / "src/api/a.py").write_text("x")
+    (root / ".git/config").write_text("[core]\n")
     tmp, home = tmp_path / "tmp", tmp_path / "codex-home"
     tmp.mkdir()
     home.mkdir()
     fence = unit_fence(root, ["src/**"], ["src/api/migrations/**", "**/*.lock"], writable=["build", "~/nonexistent-x"],
-                       tmp_dir=tmp, env={"CODEX_HOME": str(home)})
+                       tmp_dir=tmp, env={"CODEX_HOME": str(home)}, inbox=root / ".agentd/inbox/web",
+                       state_dir=root / ".agentd", shown=[root / ".agentd/sessions/web/s1"], view_mode=ViewMode("mount"))
     spec = fence.spec
-    for ok in ("src/api/a.py", "src/web/new/b.py", ".agent/engram.md", ".git/index", "build/out.js"):
-        assert spec.permits(root / ok), ok
-    # refused: outside the scope, forbidden, and (the price of fencing a forbidden path by its siblings)
-    # new entries directly in a directory above it
-    for no in ("docs/a.md", "README.md", "src/api/migrations/001.sql", "units/web.toml", "src/api/new.py"):
-        assert not spec.permits(root / no), no
+    for ok in ("src/api/a.py", "src/web/new/b.py", ".agentd/inbox/web/1.req", ".git/index", ".git/objects/ab/cd",
+               "build/out.js"):
+        assert fence.permits(root / ok), ok
+    # refused: outside the scope, forbidden, the memory store (the daemon writes it: the inbox), another
+    # unit's inbox, and (the price of fencing a forbidden path by its siblings) new entries directly in a
+    # directory above a forbidden one
+    for no in ("docs/a.md", "README.md", "src/api/migrations/001.sql", "units/web.toml", "src/api/new.py",
+               ".agent/engram.md", ".agentd/inbox/db/1.req"):
+        assert not fence.permits(root / no), no
+    # what it sees: the state directory hidden but for its own; .agent/ and git's own files read-only
+    view = fence.view
+    assert view.hidden == root / ".agentd"
+    assert view.shown == (root / ".agentd/inbox/web", root / ".agentd/sessions/web/s1")
+    assert {root / ".agent", root / ".git/config", root / ".git/hooks", root / ".git/info"} <= set(view.readonly)
+    assert (root / ".git/hooks").is_dir() and (root / ".git/info").is_dir()  # made, so the agent cannot make them
+    assert view.anchored == (root / ".git",)
+    assert not fence.permits(root / ".git/config") and not fence.permits(root / ".git/hooks/pre-commit")
     assert spec.permits(tmp / "scratch") and spec.permits(home / "sessions/x.jsonl")
     assert "**/*.lock" in fence.watched  # may match files not existing yet: the watcher keeps checking it
     assert any("nonexistent-x" in n for n in fence.notes)
@@ -88,7 +104,7 @@ def test_refusals_come_from_the_adapters_trail_or_whole_new_transcript_lines(tmp
     text = tmp_path / "s.txt"
     text.write_text("fake> write docs/a.md x\nerror: write: [Errno 13] Permission denied: 'docs/a.md'\n"
                     "touch: cannot touch 'docs/b.md': Permission")
-    fence = SimpleNamespace(spec=unit_fence(root, ["src/**"], []).spec, notes=(), watched=())
+    fence = unit_fence(root, ["src/**"], [])
     confined = Confined(containment=None, member=None, decision=decide_fence("auto", HAVE, None), fence=fence,  # type: ignore[arg-type]
                         tmp_dir=None, cwd=root)
     session = SimpleNamespace(transcript=SimpleNamespace(text_path=text))
@@ -114,3 +130,17 @@ def test_visible_escapes_what_would_act_on_a_terminal() -> None:
     assert visible("bidi\u202eexe.txt") == "bidi\\u202eexe.txt"
     assert visible("back\\slash") == "back\\\\slash"  # an escape cannot be forged
     assert visible(os.fsdecode(b"\xff.txt")) == "\\xff.txt"
+
+
+def test_the_hidden_state_of_a_run_unit_daemon_is_the_projects_whole_state(tmp_path: Path) -> None:
+    state = tmp_path / ".agentd"
+    assert hidden_state(state) == state
+    assert hidden_state(state / "run-unit" / "web") == state  # the other daemons' states and the token too
+
+
+def test_without_a_mount_namespace_the_notes_say_what_the_fence_cannot_hold(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / ".agent").mkdir(parents=True)
+    fence = unit_fence(root, [], [], view_mode=ViewMode("", "cannot make a user namespace (not root): EPERM"))
+    assert any("no private view (cannot make a user namespace" in n and ".agent/" in n for n in fence.notes)
+    assert fence.permits(root / ".agent" / "engram.md")  # the scope is the whole project: Landlock alone allows it

@@ -269,6 +269,31 @@ def test_attribution_never_blames_outside_every_workdir_or_fence() -> None:
     assert got.unit is None and not got.suspect and "fence" in got.why
 
 
+def test_a_unit_confined_by_its_own_sandbox_is_never_blamed_for_a_path_it_cannot_write(tmp_path: Path) -> None:
+    """Issue 25 §6: a person edits etc/agentd.toml while a Codex unit of src/** (its own sandbox, workdir the
+    project root) is mid-turn.  Its sandbox writes src/ only, so the change is nobody's violation."""
+    from supervisor.adapters.base import Sandbox
+    from supervisor.scope.guard import confined_permits
+
+    root = tmp_path
+    (root / "src").mkdir()
+    (root / "etc").mkdir()
+    codex = Sandbox(mode="workspace-write", bypassed=False, fenced=False, writable=(str(root / "src"),))
+    unit = cand("cx", "", ["src/**"], busy=True)
+    assert attribute("etc/agentd.toml", [unit]).unit == "cx"  # unconfined, the busy unit is the only suspect
+    unit.permits = confined_permits(root, sandbox=codex)
+    got = attribute("etc/agentd.toml", [unit])
+    assert got.unit is None and not got.suspect and "fences" in got.why
+    assert attribute("src/a.py", [unit]).unit == "cx"  # where it can write, it is still the one
+    # what is not confinement: a bypassed sandbox, one the person set in [agent] command
+    assert confined_permits(root, sandbox=Sandbox("bypassed", True, False, writable=(str(root / "src"),))) is None
+    assert confined_permits(root, sandbox=Sandbox("as [agent] command says", False, False)) is None
+    # Claude Code's acceptEdits also writes its workdir
+    claude = confined_permits(root, sandbox=Sandbox("acceptEdits", False, False, writable=(str(root / "src"),)),
+                              workdir=root / "etc")
+    assert claude("etc/agentd.toml") and claude("src/a.py") and not claude("docs/x.md")
+
+
 def test_writable_paths_are_allowed_like_the_scope() -> None:
     c = cand("web", "", ["web/**"], busy=True)
     c.writable = ["build"]

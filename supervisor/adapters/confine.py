@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ..memory.channel import ensure_inbox
 from ..scope.allowset import AllowSetError, denied_paths
-from ..scope.fencing import FenceDecision, FenceRequired, UnitFence, decide_fence, refused, unit_fence
+from ..scope.fencing import FenceDecision, FenceRequired, UnitFence, decide_fence, hidden_state, refused, unit_fence
 from ..scope.rules import forbid_globs_from_constraints
 from ..session.containment import Containment, Ended, Limits, Member, Usage
 from ..session.fence import Fence, FenceUnavailable, availability
+from ..session.mountview import View, view_mode
 from ..session.pty import ChildStep, Session, SpawnError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,9 +87,14 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
     if not decision.fenced:
         return Plan(decision)
     tmp = Path(tempfile.mkdtemp(prefix=f"{tmp_prefix(project_key)}{spec.name}-"))
+    state = settings.state_path
     try:
+        session_dir = state / "sessions" / spec.name / env["AGENTD_SESSION"] if env.get("AGENTD_SESSION") else None
         fence = unit_fence(root, spec.scope.paths, [*spec.scope.forbid, *_constraints_forbid(root)],
-                           writable=spec.scope.writable, tmp_dir=tmp, env=env)
+                           writable=spec.scope.writable, tmp_dir=tmp, env=env, inbox=ensure_inbox(state, spec.name),
+                           state_dir=hidden_state(state),
+                           shown=[settings.socket_path, *([session_dir] if session_dir else [])],
+                           protect=[settings.units_path, root / "etc" / "agentd.toml"], view_mode=view_mode())
     except (AllowSetError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if decision.required:
@@ -133,6 +140,9 @@ def spawn(session: Session, spec: UnitSpec, containment: Containment, planned: P
             confined.decision, confined.fence = planned.decision.unfenced(f"the fence cannot be built: {exc}"), None
         else:
             confined.abi = fence.abi
+            view = planned.fence.view
+            if view is not None and not view.empty and planned.fence.view_mode and planned.fence.view_mode.available:
+                steps.append(View(view, planned.fence.view_mode))  # the mounts first: the fence forbids them
             steps.append(fence)
     try:
         session.spawn(steps)
@@ -235,7 +245,7 @@ class Confined:
         named = adapter.refused_writes(session)
         if named is None:
             named = denied_paths(self._new_text(session.transcript.text_path))
-        found = [p for p in refused(named, self.cwd, self.fence.spec) if p not in self._refused]
+        found = [p for p in refused(named, self.cwd, self.fence) if p not in self._refused]
         self._refused.update(found)
         return found
 

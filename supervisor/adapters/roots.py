@@ -13,9 +13,10 @@ __all__ = ["writable_roots"]
 
 def writable_roots(spec: UnitSpec, root: Path, tmp: Path | None = None) -> list[Path]:
     """The unit's scope as directories (:func:`supervisor.scope.allowset.scope_allowset`; the whole project
-    when the scope is empty), ``.agent/`` (the checkpoint's notes), ``[scope] writable`` and ``tmp``:
-    absolute, existing, none beneath another.  A scope of single files gives no directory (the agent's
-    sandbox cannot grant one file; agentd's fence can)."""
+    when the scope is empty), ``[scope] writable`` and ``tmp``: absolute, existing, none beneath another.
+    A scope of single files gives no directory (the agent's sandbox cannot grant one file; agentd's fence
+    can).  Not ``.agent/``: an agent's memory commands go through its inbox, and the daemon writes the store
+    (:mod:`supervisor.memory.channel`)."""
     from ..scope.allowset import AllowSetError, scope_allowset
 
     root = Path(root).resolve()
@@ -25,7 +26,6 @@ def writable_roots(spec: UnitSpec, root: Path, tmp: Path | None = None) -> list[
         out += [root / d if d else root for d in allowed.dirs]
     except AllowSetError:
         pass  # too fine-grained: the workdir (always writable) is all the agent's sandbox gets
-    out.append(root / ".agent")
     for extra in getattr(spec.scope, "writable", ()) or ():
         path = Path(extra).expanduser()
         out.append(path if path.is_absolute() else root / path)

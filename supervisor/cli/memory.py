@@ -6,6 +6,13 @@ print.  Library errors become one-line ``click.ClickException`` messages.
 Which module a command writes to: ``--module M`` (or ``--global``), else
 ``$AGENTD_MODULE``, else the module of the unit named by ``$AGENTD_UNIT``,
 else the global log.
+
+Inside a unit (``$AGENTD_INBOX`` set: the daemon gives it to every agent)
+the writing commands go through the memory channel instead
+(:mod:`supervisor.memory.channel`): ``.agent/`` is read-only there, and the
+daemon writes for the unit whose inbox the request lands in, its own module
+only.  The commands that rewrite what a person owns (``task``, ``sync``,
+``promote``, ``fact check``) are refused there with a clear error.
 """
 
 from __future__ import annotations
@@ -21,6 +28,41 @@ from .context import current_paths as _paths
 from .context import current_settings, memory_errors, project_root, resolve_target, unit_spec
 
 
+
+
+# the memory channel (inside a unit) ---------------------------------------------------
+
+def channel_inbox() -> Path | None:
+    """The unit's inbox when the command runs inside a unit, else None (a person's shell: direct writes)."""
+    value = os.environ.get("AGENTD_INBOX", "").strip()
+    return Path(value) if value else None
+
+
+def through_channel(inbox: Path, op: str, args: dict[str, object]) -> None:
+    """Send one request and print the daemon's answer (or that it is queued); a refusal is an error."""
+    from ..memory.channel import ChannelError, submit
+
+    try:
+        outcome = submit(inbox, op, args)
+    except ChannelError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot leave the request in {inbox}: {exc.strerror or exc}") from None
+    if not outcome.ok:
+        raise click.ClickException(outcome.text)
+    click.echo(outcome.text)
+
+
+def person_only(command: str) -> None:
+    """Refuse, inside a unit, a command that rewrites what the person owns in .agent/."""
+    if channel_inbox() is not None:
+        raise click.ClickException(
+            f"`agentd {command}` rewrites .agent/, which is read-only inside a unit: an agent writes its own "
+            "module's memory with agentd note, decide, task-state and fact add; ask the person for the rest")
+
+
+def asked_module(module: str | None, global_: bool) -> str | None:
+    return "global" if global_ else module
 
 
 # init / decide / note ---------------------------------------------------------------
@@ -76,6 +118,12 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
     """Record an irreversible decision (with a snapshot) in the decision log."""
     from ..memory import AgentPaths, record_decision
 
+    inbox = channel_inbox()
+    if inbox is not None:
+        through_channel(inbox, "decide", {"text": text, "why": why, "tags": list(tags), "files": list(files),
+                                          "alternatives": alternatives, "scope": list(scope),
+                                          "module": asked_module(module, global_)})
+        return
     target = resolve_target(module, global_, scope)
     root = project_root()
     with memory_errors():
@@ -120,6 +168,7 @@ def task(unit: str, text: str) -> None:
     """Give UNIT a new task: its module's task file, a `task` decision, and the agent is told at its next turn end."""
     from ..memory import AgentPaths, record_decision, update_task_state
 
+    person_only("task")
     spec = unit_spec(unit)
     module, scope = spec.module, list(spec.scope.paths)
     root = project_root()
@@ -148,6 +197,10 @@ def task_state(text: str, module: str | None, global_: bool) -> None:
     """Set the "State at interruption" line of the module's task: where the work stopped, what comes next."""
     from ..memory import AgentPaths, update_task_state
 
+    inbox = channel_inbox()
+    if inbox is not None:
+        through_channel(inbox, "task-state", {"state": text, "module": asked_module(module, global_)})
+        return
     target = resolve_target(module, global_)
     paths = AgentPaths(project_root())
     with memory_errors():
@@ -167,6 +220,7 @@ def sync_cmd(remote: str, branch: str, retries: int) -> None:
     """Pull and push .agent/ through a git remote, on a branch of its own (never the working branch)."""
     from ..memory.sync import sync_memory
 
+    person_only("sync")
     with memory_errors():
         result = sync_memory(project_root(), remote=remote, branch=branch, retries=retries)
     click.echo(result.describe(remote, branch))

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from .context import current_settings, memory_errors, project_root, resolve_target, unit_spec
+from .memory import asked_module, channel_inbox, person_only, through_channel
 from .recall_events import event_options, run_events
 
 
@@ -32,6 +33,8 @@ def note(text: str, kind: str | None, module: str | None, global_: bool) -> None
 
     if kind is None:
         raise click.UsageError("say whether the note is --confirmed or a --hypothesis")
+    if (inbox := channel_inbox()) is not None:
+        return through_channel(inbox, "note", {"text": text, "kind": kind, "module": asked_module(module, global_)})
     target = resolve_target(module, global_)
     with memory_errors():
         n = append_note(project_root(), text, kind, module=target.module)
@@ -58,6 +61,8 @@ def fact_add(text: str, module: str | None, source: str) -> None:
     """Record a fact and the hash of the cited lines."""
     from ..memory import add_fact
 
+    if (inbox := channel_inbox()) is not None:
+        return through_channel(inbox, "fact-add", {"text": text, "source": source, "module": module})
     target = resolve_target(module, False)
     with memory_errors():
         f = add_fact(project_root(), target.module, text, source)
@@ -73,6 +78,7 @@ def fact_check() -> None:
     from ..memory import facts as facts_mod
     from ..memory.store import AgentPaths
 
+    person_only("fact check")
     root = project_root()
     with memory_errors():
         changes = check_facts(root)
@@ -95,6 +101,8 @@ def fact_invalidate(fact_id: str, why: str) -> None:
     """Mark a fact invalid; it stays in the file with the reason."""
     from ..memory import invalidate
 
+    if (inbox := channel_inbox()) is not None:
+        return through_channel(inbox, "fact-invalidate", {"id": fact_id, "why": why})
     with memory_errors():
         f = invalidate(project_root(), fact_id, why)
     click.echo(f"{f.id} ({f.module}): invalid: {f.invalid_why}")
@@ -131,6 +139,7 @@ def promote(module: str | None) -> None:
     """Move confirmed engram notes into facts and archive the engram."""
     from ..memory import promote as promote_fn
 
+    person_only("promote")
     target = resolve_target(module, False)
     with memory_errors():
         new = promote_fn(project_root(), target.module)

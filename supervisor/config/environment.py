@@ -6,9 +6,11 @@ memory sync's knobs :data:`MEMORY_SYNC_ENV`, meant for the agent's own
 every agent about itself:
 
 ``AGENTD_UNIT``, ``AGENTD_MODULE``, ``AGENTD_SCOPE`` (the unit's module and
-scope paths, JSON), ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the project root) and
-``AGENTD_SOCKET`` (the control socket), so that ``agentd decide`` and ``agentd
-note`` run from the agent's shell know where they are without loading its unit.
+scope paths, JSON), ``AGENTD_SESSION``, ``AGENTD_ROOT`` (the project root),
+``AGENTD_SOCKET`` (the control socket) and ``AGENTD_INBOX`` (where its memory
+commands leave their requests: supervisor.memory.channel), so that ``agentd
+decide`` and ``agentd note`` run from the agent's shell know where they are
+without loading its unit.
 ``PATH`` starts with agentd's own bin directory so that ``agentd`` is found.
 """
 
@@ -39,6 +41,7 @@ def agent_environment(spec: UnitSpec, settings: Settings, session_id: str, base:
             "AGENTD_SESSION": session_id,
             "AGENTD_ROOT": str(settings.project_root),
             "AGENTD_SOCKET": str(settings.socket_path),
+            "AGENTD_INBOX": str(settings.state_path / "inbox" / spec.name),  # memory.channel.inbox_path
         }
     )
     return env

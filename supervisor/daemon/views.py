@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..scope.guard import candidate
+from ..scope.guard import candidate, confined_permits
 from ..scope.rules import Candidate
 from .commands import Daemon, unit_of
 from .lifecycle import UnitState
@@ -93,13 +93,13 @@ class ScopeUnits:
         self.units, self.root = units, root
 
     def candidates(self, now: float) -> list[Candidate]:
-        """The running units that could have made a change now (a fenced one only where its fence lets it write)."""
+        """The running units that could have made a change now (a confined one only where it can write)."""
         found = []
         for unit in self.units.values():
             driver = unit.driver
             if driver is not None and unit.state in (UnitState.RUNNING, UnitState.CHECKPOINTING):
-                fence = driver.confined.fence
-                permits = (lambda rel, spec=fence.spec: spec.permits(self.root / rel)) if fence is not None else None
+                permits = confined_permits(self.root, driver.confined.fence, driver.adapter.sandbox(),
+                                           unit.spec.workdir_path(self.root))
                 c = candidate(unit.name, unit.spec, self.root, not driver.idle, driver.silent_for, permits)
                 if c is not None:
                     found.append(c)

@@ -137,6 +137,7 @@ def record_decision(
     alternatives: str = "",
     scope_paths: Sequence[str] = (),
     now: datetime | None = None,
+    by: str | None = None,
 ) -> Recorded:
     """Validate, snapshot and append one decision; nothing is written if validation fails.
 
@@ -147,6 +148,7 @@ def record_decision(
     out, whose file must not exist yet); the snapshot is written; the line is
     appended; the log is rolled.  A kill before the append leaves at most an
     unreferenced snapshot, never a line pointing at another decision's.
+    ``by``: the unit whose agent asked for it (the daemon's memory channel), kept as a ``by:`` field.
     """
     paths = AgentPaths(Path(root))
     require_store(paths)
@@ -161,7 +163,7 @@ def record_decision(
         state = read_state(paths)
         previous = _previous_snapshot(paths, state, module)
         sid = _reserve_snapshot_id(paths, state, when, module)
-        decision = dataclasses.replace(draft, snapshot=sid)
+        decision = dataclasses.replace(draft, snapshot=sid, extra=(("by", by),) if by else ())
         line = lineformat.render(decision)
         snapshots.write_snapshot(
             paths,

@@ -23,15 +23,24 @@ whether bypassing would leave the agent fenced.
 (:func:`supervisor.scope.allowset.scope_allowset`: the unit's ``[scope] paths``
 less its ``forbid`` and constraints.md's, a forbidden path inside the scope
 refused by allowing its siblings), the unit's ``[scope] writable`` paths,
-``.git`` (commits), ``.agent/`` (its memory), a private temp directory (its
-``TMPDIR``), its CLI's state directory (``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``)
-and the usual devices.  Everything stays readable.
+``.git`` (commits), its own memory inbox (``<state>/inbox/<unit>/``: the
+daemon writes ``.agent/`` on its behalf, :mod:`supervisor.daemon.inbox`), a
+private temp directory (its ``TMPDIR``), its CLI's state directory
+(``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``) and the usual devices.
 
-Not fenced out: ``units/`` and agentd's state directory when the scope covers
-them (a unit whose scope is the whole project).  Refusing them would refuse
-creating any file directly in the project root (Landlock only allows; see
-allowset), so for such units they stay writable and the watcher never counts
-a change there as a violation.
+**What it sees** (:class:`~supervisor.session.mountview.ViewSpec`, where a
+mount namespace can be made): agentd's state directory empty but for the
+unit's own inbox, its CLI's state, its session's files and the control
+socket (no dashboard token, no other unit's transcripts or inbox, no event
+index); and read-only, whatever its scope: ``.agent/``, ``.git/config``,
+``hooks/``, ``info/`` (so its own ``git config`` fails with "Device or
+resource busy" while its commits work), ``units/`` and the settings file.
+Everything else stays readable.
+
+Without a view (no mount namespace here) a unit whose scope covers the
+project root could still write ``units/``, ``.agent/`` and agentd's state:
+refusing them would refuse creating any file directly in the project root
+(Landlock only allows; see allowset).  Status names it in ``fence_notes``.
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..session.fence import Availability, FenceSpec, agent_spec, git_dirs
+from ..session.fence import Availability, FenceSpec, agent_spec, git_dirs, git_protected
+from ..session.mountview import ViewMode, ViewSpec
 from .allowset import scope_allowset
 
 #: Environment variables naming an agent CLI's own state directory (writable when fenced), and the
@@ -107,16 +117,42 @@ def decide_fence(setting: FenceSetting | str, landlock: Availability, own_sandbo
 
 @dataclass(frozen=True)
 class UnitFence:
-    """A fenced session's rules: what it may write, and what only the watcher can check."""
+    """A fenced session's rules: what it may write, what it sees, and what only the watcher can check."""
 
     spec: FenceSpec
     #: forbid globs that may match paths not existing yet below an allowed directory
     #: (detected by the watcher, not prevented)
     watched: tuple[str, ...] = ()
+    view: ViewSpec | None = None
+    view_mode: ViewMode | None = None
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return self.spec.notes
+        return self.spec.notes + (self.view.notes if self.view else ()) + (
+            (f"no private view ({self.view_mode.reason}): agentd's state directory stays readable, and .agent/, "
+             ".git/config, hooks/ and units/ stay writable where the scope covers them",)
+            if self.view_mode is not None and not self.view_mode.available else ())
+
+    def permits(self, path: Path | str) -> bool:
+        """Whether the agent can write ``path``: inside the fence and not made read-only by the view."""
+        if not self.spec.permits(path):
+            return False
+        if self.view is None or self.view_mode is None or not self.view_mode.available:
+            return True
+        target = Path(os.path.realpath(path))
+        if any(target == p or p in target.parents for p in self.view.readonly):
+            return False
+        hidden = self.view.hidden
+        if hidden is not None and (target == hidden or hidden in target.parents):
+            return any(target == p or p in target.parents for p in self.view.shown)
+        return True
+
+
+def hidden_state(state_dir: Path) -> Path:
+    """The state directory an agent must not see: the daemon's own, or, for the daemon of ``agentd run-unit``
+    (``<state>/run-unit/UNIT``), the project's whole state directory (the other daemons', the token)."""
+    state_dir = Path(state_dir)
+    return state_dir.parent.parent if state_dir.parent.name == "run-unit" else state_dir
 
 
 def writable_paths(root: Path, writable: Iterable[str]) -> list[Path]:
@@ -134,22 +170,36 @@ def state_dirs(env: Mapping[str, str]) -> list[Path]:
 
 
 def unit_fence(root: Path, paths: Sequence[str], forbid: Sequence[str], *, writable: Iterable[str] = (),
-               tmp_dir: Path | None = None, env: Mapping[str, str] | None = None) -> UnitFence:
-    """What a fenced agent of this unit may write (see the module doc).
+               tmp_dir: Path | None = None, env: Mapping[str, str] | None = None, inbox: Path | None = None,
+               state_dir: Path | None = None, shown: Iterable[Path] = (), protect: Iterable[Path] = (),
+               view_mode: ViewMode | None = None) -> UnitFence:
+    """What a fenced agent of this unit may write and see (see the module doc).
 
-    ``forbid`` is the unit's forbid globs and constraints.md's.  Raises
-    :class:`~supervisor.scope.allowset.AllowSetError` when the scope cannot be
-    expressed as a fence.  Blocking: walks the scope's directories.
+    ``forbid`` is the unit's forbid globs and constraints.md's; ``inbox`` its
+    memory inbox; ``state_dir`` agentd's state directory (hidden but for
+    ``inbox``, ``shown`` and the CLI state directories of ``env``);
+    ``protect`` more paths made read-only (the units directory, the settings
+    file); ``view_mode`` whether a view can be made here (None: no view).
+    Raises :class:`~supervisor.scope.allowset.AllowSetError` when the scope
+    cannot be expressed as a fence.  Blocking: walks the scope's directories.
     """
     root = Path(root)
     allow = scope_allowset(root, paths, forbid)
-    spec = agent_spec(scope=allow.spec(root), writable=writable_paths(root, writable), git_dirs=git_dirs(root),
-                      agent_dir=root / ".agent", tmp_dir=tmp_dir, state_dirs=state_dirs(env or {}))
+    gits = git_dirs(root)
+    cli_dirs = state_dirs(env or {})
+    spec = agent_spec(scope=allow.spec(root), writable=writable_paths(root, writable), git_dirs=gits,
+                      inbox=inbox, tmp_dir=tmp_dir, state_dirs=cli_dirs)
     watched = tuple(dict.fromkeys(glob for _dir, glob in allow.watched))
-    return UnitFence(spec, watched)
+    view = None
+    if view_mode is not None:
+        readonly = [root / ".agent", *git_protected(gits), *protect]
+        # a directory holding a read-only file must not be renamed away and replaced (nor .git itself)
+        anchored = [*gits, *(p.parent for p in protect if p.is_file() and p.parent != root)]
+        view = ViewSpec.of(state_dir, [*([inbox] if inbox else []), *cli_dirs, *shown], readonly, anchored)
+    return UnitFence(spec, watched, view, view_mode)
 
 
-def refused(paths: Iterable[str], cwd: Path, spec: FenceSpec) -> list[Path]:
+def refused(paths: Iterable[str], cwd: Path, spec: FenceSpec | UnitFence) -> list[Path]:
     """The paths (as an agent named them, relative to its ``cwd``) that lie outside the fence, first seen first.
 
     An ``EACCES`` on such a path was the fence's refusal; one inside the fence

@@ -19,9 +19,13 @@ Two ways to know of a violation (``certainty`` in the record):
   would break a rule with it, it is recorded as ``ambiguous`` and logged for
   the operator, and nothing is typed to any agent.
 
-Never a violation, whoever made it: unit files, ``.agent/`` (agentd's CLI
-writes it), agentd's state directory, and anything outside every running
-agent's working directory.  Each (unit, session, path) is acted on once:
+Never a violation, whoever made it: unit files, ``.agent/`` (the daemon
+writes it for the agents), agentd's state directory, and anything outside
+every running agent's working directory.  Nor is a change blamed on a unit
+whose writes are confined (agentd's fence, or the agent's own sandbox where
+its writable directories are known: :func:`confined_permits`) to places
+that do not hold it: a person's edit of ``etc/agentd.toml`` while a Codex
+unit of ``src/**`` is busy is nobody's violation.  Each (unit, session, path) is acted on once:
 the same file changing again (output logged inside the project) is neither
 warned about nor recorded again.
 
@@ -36,6 +40,7 @@ escapes made visible (:func:`supervisor.visible.visible`).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
@@ -81,6 +86,32 @@ def _inside(path: Path, root: Path) -> str | None:
     except (ValueError, OSError):
         return None
     return "" if rel == "." else rel
+
+
+def confined_permits(root: Path, fence: Any = None, sandbox: Any = None,
+                     workdir: Path | None = None) -> Callable[[str], bool] | None:
+    """Whether a running session can write a project path at all (None: it is not confined, anything goes).
+
+    ``fence`` is agentd's (:class:`~supervisor.scope.fencing.UnitFence`); else ``sandbox`` is the agent's own
+    (:class:`~supervisor.adapters.base.Sandbox`): not bypassed and with its writable directories known (Codex's
+    permission profile, whose workdir is not writable by itself; Claude Code's acceptEdits, which also writes
+    its workdir), a path outside them is one it cannot have written.  A sandbox the person set in ``[agent]
+    command`` is not known: None.
+    """
+    root = Path(root)
+    if fence is not None:
+        return lambda rel: fence.permits(root / rel)
+    if sandbox is None or sandbox.bypassed or not sandbox.writable or sandbox.mode not in ("workspace-write", "acceptEdits"):
+        return None
+    dirs = [Path(os.path.realpath(d)) for d in sandbox.writable]
+    if sandbox.mode == "acceptEdits" and workdir is not None:
+        dirs.append(Path(os.path.realpath(workdir)))
+
+    def permits(rel: str) -> bool:
+        target = Path(os.path.realpath(root / rel))
+        return any(target == d or d in target.parents for d in dirs)
+
+    return permits
 
 
 def candidate(name: str, spec: Any, root: Path, busy: bool, silent_for: float,

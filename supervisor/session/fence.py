@@ -1,4 +1,4 @@
-"""A Landlock filesystem fence for an agent's whole process tree: write only where allowed, read everything.
+"""A Landlock filesystem fence for an agent's whole process tree: write only where allowed.
 
 A ctypes module over the three Landlock syscalls (444 ``landlock_create_ruleset``,
 445 ``landlock_add_rule``, 446 ``landlock_restrict_self``; the same numbers on
@@ -31,10 +31,19 @@ from the unit's globs, and :meth:`FenceSpec.permits` answers "was this path
 inside the fence", to tell a fence refusal from an ordinary permission error.
 
 Always writable, because programs fail without them: :data:`DEVICE_PATHS`
-(``/dev/null``, the terminal, ``/dev/shm`` ...).  Not handled on purpose:
-``IOCTL_DEV`` (ABI 5; it would also stop terminal ioctls on a reopened
-``/dev/tty``) and the ABI 6 scopes (signals, abstract sockets).  Connecting to
-a Unix socket (the control socket) is not a filesystem write and still works.
+(``/dev/null``, the terminal, ``/dev/shm`` ...).  Where the kernel knows it
+(ABI 6), the ruleset is also *scoped* for signals: a fenced agent cannot
+signal (stop, kill) the daemon, another unit's agent or any process outside
+its own tree; ptrace and ``/proc/PID/...`` of such processes are refused at
+every ABI.  Not handled on purpose: ``IOCTL_DEV`` (ABI 5; it would also stop
+terminal ioctls on a reopened ``/dev/tty``), the abstract-socket scope (a
+host service on an abstract socket stays reachable) and the read rights: refusing reads beneath one directory means allowing them on every
+sibling along its path, and the directories on that path could then no
+longer be listed.  What must not be read (agentd's state) is hidden by the
+fence's mount namespace instead (:mod:`.mountview`), which also keeps
+``.git/config``, ``hooks/`` and ``info/`` read-only while ``.git`` stays
+writable (:func:`git_protected`).  Connecting to a Unix socket (the control
+socket) is not a filesystem write and still works.
 """
 
 from __future__ import annotations
@@ -106,6 +115,16 @@ class _RulesetAttr(ctypes.Structure):
     # Only the first field (ABI 1); the kernel accepts a shorter struct and
     # treats the later fields (handled_access_net, scoped) as zero.
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    # ABI 6: handled_access_net (0: the network is not the fence's business), then scoped.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+#: ``LANDLOCK_SCOPE_SIGNAL`` (ABI 6): no signal to a process outside the domain.
+SCOPE_SIGNAL = 1 << 1
 
 
 class _PathBeneath(ctypes.Structure):
@@ -187,7 +206,7 @@ def agent_spec(
     scope: FenceSpec,
     writable: Iterable[Path | str] = (),
     git_dirs: Iterable[Path | str] = (),
-    agent_dir: Path | str | None = None,
+    inbox: Path | str | None = None,
     tmp_dir: Path | str | None = None,
     state_dirs: Iterable[Path | str] = (),
     devices: Iterable[str] = DEVICE_PATHS,
@@ -195,15 +214,17 @@ def agent_spec(
     """The whole fence of one agent: its scope plus every other place it must write.
 
     ``writable`` (the unit's extra paths), ``git_dirs`` (:func:`git_dirs`),
-    ``agent_dir`` (``.agent/``), ``tmp_dir`` (its private temp dir, also its
-    ``TMPDIR``) and ``state_dirs`` (``CODEX_HOME``, Claude's config dir) are
-    taken as given: a directory is allowed whole, a file in place.  Missing
-    paths are left out with a note (create them before building the fence).
+    ``inbox`` (the unit's own memory inbox: ``.agent/`` itself is not
+    writable, the daemon writes it on the agent's behalf), ``tmp_dir`` (its
+    private temp dir, also its ``TMPDIR``) and ``state_dirs`` (``CODEX_HOME``,
+    Claude's config dir) are taken as given: a directory is allowed whole, a
+    file in place.  Missing paths are left out with a note (create them
+    before building the fence).
     """
     dirs: list[Path] = []
     files: list[Path] = []
     notes: list[str] = []
-    extra = [*writable, *git_dirs, *([agent_dir] if agent_dir else []), *([tmp_dir] if tmp_dir else []), *state_dirs, *devices]
+    extra = [*writable, *git_dirs, *([inbox] if inbox else []), *([tmp_dir] if tmp_dir else []), *state_dirs, *devices]
     for raw in extra:
         path = Path(raw)
         if path.is_dir():
@@ -233,6 +254,42 @@ def git_dirs(project_root: Path) -> list[Path]:
         c = Path(common.read_text().strip())
         out.append(c if c.is_absolute() else gitdir / c)
     return [p for p in out if p.is_dir()]
+
+
+#: What in a git directory configures commands git runs (and so must stay the person's): the config
+#: (core.fsmonitor, filters, aliases, hooksPath ...), the hooks, and info/ (attributes naming filters).
+GIT_PROTECTED = ("config", "config.worktree", "hooks", "info")
+
+
+def git_protected(dirs: Iterable[Path]) -> list[Path]:
+    """The paths of :data:`GIT_PROTECTED` in each git directory, to be kept read-only.
+
+    ``hooks/`` and ``info/`` are created when missing (else an agent could
+    create them); ``config.worktree`` is created empty only where the config
+    enables ``extensions.worktreeConfig`` (git reads it only then).
+    """
+    dirs = [Path(d) for d in dirs]
+    texts = []
+    for d in dirs:
+        try:
+            texts.append((d / "config").read_text(errors="replace").lower())
+        except OSError:
+            pass
+    worktree_config = any("worktreeconfig" in t for t in texts)
+    out: list[Path] = []
+    for d in dirs:
+        for name in GIT_PROTECTED:
+            path = d / name
+            try:
+                if name in ("hooks", "info") and not path.exists() and (d / "objects").is_dir():
+                    path.mkdir(mode=0o755)
+                elif name == "config.worktree" and worktree_config and not path.exists():
+                    path.touch(mode=0o644)
+            except OSError:
+                pass
+            if path.exists():
+                out.append(path)
+    return out
 
 
 class Fence:
@@ -267,7 +324,7 @@ class Fence:
         abi = min(abi or have.abi, have.abi)
         handled = write_rights(abi)
         libc = _libc()
-        attr = _RulesetAttr(int(handled))
+        attr = _ScopedRulesetAttr(int(handled), 0, SCOPE_SIGNAL) if abi >= 6 else _RulesetAttr(int(handled))
         fd = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
         if fd < 0:
             err = ctypes.get_errno()

@@ -67,8 +67,8 @@ def test_a_fenced_agent_cannot_write_outside_its_scope_and_the_violation_names_i
     said(project, "web", "Permission denied: 'docs/out.md'")
     project.agentd("send", "web", "write src/in.py inside")
     said(project, "web", "wrote src/in.py")
-    project.agentd("send", "web", "write .agent/notes-by-web.md memory")  # its memory stays writable
-    said(project, "web", "wrote .agent/notes-by-web.md")
+    project.agentd("send", "web", "write .agent/notes-by-web.md memory")  # its memory is the daemon's to write
+    said(project, "web", "Read-only file system: '.agent/notes-by-web.md'")
     project.agentd("send", "web", "env TMPDIR")
     tmp = wait_until(lambda: re.search(r"(/\S*agentd-\S+-web-\S+)", project.transcript("web")), 30, what="TMPDIR").group(1)
     project.agentd("send", "web", f"write {tmp}/scratch private")

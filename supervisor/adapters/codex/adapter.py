@@ -164,7 +164,7 @@ class CodexAdapter(Adapter):
         tmp.mkdir(exist_ok=True, mode=0o700)
         if self._cfg.home == "private":
             prepare_private_home(home, workdir, self.person_home(env))
-        box_argv, self._box = sandbox(self.spec, self.settings.project_root, tmp)
+        box_argv, self._box = sandbox(self.spec, self.settings.project_root, tmp, self.settings.state_path)
         argv = [str(self.binary()), "--no-daemon", *box_argv]
         if not self._cfg.unbounded_retries:
             argv += ["--disable", "unbounded_connection_retries"]

@@ -5,16 +5,25 @@ pieces, a :class:`~supervisor.adapters.base.Sandbox`); the person's own
 ``config.toml`` is never written, except by ``agentd trust UNIT`` when they
 ask for it (:func:`trust_workdir`).
 
-**Sandbox** (:func:`sandbox`).  By default Codex keeps its own sandbox:
-``--sandbox workspace-write --ask-for-approval never``, its writable roots
-the unit's scope (as directories, :func:`supervisor.scope.allowset.scope_allowset`),
-``.agent/`` (the checkpoint's notes), the unit's extra ``[scope] writable``
-paths and a private temp directory (``TMPDIR``; ``/tmp`` itself is excluded,
-so a project under ``/tmp`` is not writable through it).  Codex always
-lets the agent write its own workdir too.  ``--dangerously-bypass-approvals-and-sandbox``
-is used only when the unit opts in (``[codex] bypass_sandbox = true``) or
-when agentd's Landlock fence is on for the unit: Codex's sandbox (bubblewrap)
-cannot run inside a Landlock domain, so there the fence is the sandbox.
+**Sandbox** (:func:`sandbox`).  By default Codex keeps its own sandbox,
+described as a Codex *permission profile* (``-c default_permissions="agentd"``
+and ``-c permissions.agentd.filesystem={...}``, Codex 0.138 and later; a
+``-c`` layer wins over the person's ``sandbox_mode``, checked with 0.169.0)
+with ``--ask-for-approval never`` (:func:`permission_profile`): everything
+readable; writable only the unit's scope (as directories,
+:func:`supervisor.scope.allowset.scope_allowset`), its ``[scope] writable``
+paths, a private temp directory (``TMPDIR``; ``/tmp`` itself is not) and
+``.git`` (commits) but its ``config``, ``hooks/`` and ``info/``; agentd's
+state directory unreadable but for the unit's own memory inbox (the
+checkpoint's ``agentd note``/``decide`` leave requests there:
+:mod:`supervisor.memory.channel`); ``.agent/``, ``units/``,
+``etc/agentd.toml``, ``.codex`` and ``.agents`` read-only even inside a
+writable directory.  Unlike ``--sandbox workspace-write`` the workdir is not
+writable by itself: a Codex unit writes what its scope says, as a fenced one
+does.  ``--dangerously-bypass-approvals-and-sandbox`` is used only when the
+unit opts in (``[codex] bypass_sandbox = true``) or when agentd's Landlock
+fence is on for the unit: Codex's sandbox (bubblewrap) cannot run inside a
+Landlock domain, so there the fence is the sandbox.
 
 **Hooks** (:func:`hook_overrides`).  agentd's hooks are ``-c hooks.<Event>``
 overrides (a layer of their own, for this process only), each trusted by a
@@ -37,6 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...durable import atomic_write
+from ...memory.channel import ensure_inbox
+from ...scope.fencing import hidden_state
+from ...session.fence import git_dirs, git_protected
 from ..base import Sandbox, fence_on, notify_argv
 from ..roots import writable_roots
 
@@ -99,7 +111,45 @@ def chooses_sandbox(command: tuple[str, ...]) -> bool:
     return any(arg.split("=")[0] in SANDBOX_FLAGS for arg in command[1:])
 
 
-def sandbox(spec: UnitSpec, root: Path, tmp: Path) -> tuple[list[str], Sandbox]:
+#: The name of the permission profile agentd gives Codex (``default_permissions``).
+PROFILE = "agentd"
+
+
+def permission_profile(spec: UnitSpec, root: Path, tmp: Path, state_dir: Path | None) -> dict[str, str]:
+    """Codex's ``permissions.agentd.filesystem`` table for the unit: absolute path (or ``:root``) -> access
+    (``read``, ``write``, ``none``; the most specific path wins).  See the module doc."""
+    root = Path(root).resolve()
+    table = {":root": "read", str(root): "read"}
+    writable = writable_roots(spec, root, tmp)
+    for path in writable:
+        table[str(path)] = "write"
+    gits = git_dirs(root)
+    for path in gits:
+        table[str(path)] = "write"
+    for path in git_protected(gits):
+        table[str(path)] = "read"
+    if state_dir is not None:
+        state = Path(state_dir).resolve()
+        table[str(hidden_state(state))] = "none"
+        table[str(ensure_inbox(state, spec.name))] = "write"
+        for path in writable:
+            if path == state or state in path.parents:
+                table[str(path)] = "write"  # its temp directory lives in the state directory
+    settings_file = root / "etc" / "agentd.toml"
+    for path in (root / ".agent", root / "units", settings_file, root / ".codex", root / ".agents"):
+        if path.exists() or path.name in (".codex", ".agents"):
+            table[str(path)] = "read"
+    parent = settings_file.parent
+    if settings_file.exists() and any(parent == w or w in parent.parents for w in writable):
+        table[str(parent)] = "write"  # a mount point: etc/ cannot be renamed away and replaced
+    return table
+
+
+def toml_inline(table: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{toml_string(k)}={toml_string(v)}" for k, v in table.items()) + "}"
+
+
+def sandbox(spec: UnitSpec, root: Path, tmp: Path, state_dir: Path | None = None) -> tuple[list[str], Sandbox]:
     """The sandbox argv pieces (flags and ``-c`` values, in order) and what status shows."""
     fenced = fence_on(spec)
     if chooses_sandbox(spec.agent.command):
@@ -110,12 +160,11 @@ def sandbox(spec: UnitSpec, root: Path, tmp: Path) -> tuple[list[str], Sandbox]:
             "the agent can write anywhere you can; turn the fence on ([scope] fence) or remove bypass_sandbox")
         return ["--dangerously-bypass-approvals-and-sandbox"], Sandbox(
             mode="bypassed (agentd's fence)" if fenced else "bypassed", bypassed=True, fenced=fenced, warning=warning)
-    roots = writable_roots(spec, root, tmp)
-    argv = ["--sandbox", "workspace-write", "--ask-for-approval", "never",
-            "-c", f"sandbox_workspace_write.writable_roots={toml_array([str(p) for p in roots])}",
-            "-c", "sandbox_workspace_write.exclude_slash_tmp=true",
-            "-c", "sandbox_workspace_write.exclude_tmpdir_env_var=false"]
-    return argv, Sandbox(mode="workspace-write", bypassed=False, fenced=False, writable=tuple(str(p) for p in roots))
+    table = permission_profile(spec, root, tmp, state_dir)
+    argv = ["--ask-for-approval", "never", "-c", f"default_permissions={toml_string(PROFILE)}",
+            "-c", f"permissions.{PROFILE}.filesystem={toml_inline(table)}"]
+    writable = tuple(path for path, access in table.items() if access == "write")
+    return argv, Sandbox(mode="workspace-write", bypassed=False, fenced=False, writable=writable)
 
 
 def base_overrides(spec: UnitSpec, workdir: Path) -> list[str]:
