@@ -88,9 +88,9 @@ def client_call(settings: Settings | PlainPaths, cmd: str, timeout: float | None
 
 
 def daemon_running(settings: Settings | PlainPaths) -> bool:
-    from ..daemon.pidfile import is_locked
+    from ..daemon.pidfile import daemon_alive
 
-    return is_locked(settings.pidfile)
+    return daemon_alive(settings.pidfile, settings.socket_path)
 
 
 def units_arg(units: tuple[str, ...]) -> list[str] | None:

@@ -72,11 +72,11 @@ def answer(argv: list[str]) -> int | None:
     config, project, units, as_json = parsed
     try:
         from ..control.client import call
-        from ..daemon.pidfile import is_locked
+        from ..daemon.pidfile import daemon_alive
         from .quickpaths import quick_paths
 
         paths = quick_paths(config, project)
-        if paths is None or not is_locked(paths.pidfile):
+        if paths is None or not daemon_alive(paths.pidfile, paths.socket_path):
             return None
         result = call(paths.socket_path, "status", timeout=30.0, units=units or None)
         if not isinstance(result, dict):

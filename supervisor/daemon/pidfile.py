@@ -48,6 +48,25 @@ def is_locked(path: Path) -> bool:
     return False
 
 
+def daemon_alive(pidfile: Path, socket_path: Path) -> bool:
+    """True when a live daemon holds the pidfile, or, where the pidfile cannot be seen (inside a
+    fence's view, which hides agentd's state directory but for the control socket), when the
+    socket accepts a connection."""
+    if is_locked(pidfile):
+        return True
+    if pidfile.parent.is_dir() and os.path.lexists(pidfile):
+        return False  # seen and not held: no daemon
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2.0)
+        try:
+            sock.connect(str(socket_path))
+        except OSError:
+            return False
+    return True
+
+
 class PidFile:
     """Held by the running daemon."""
 
