@@ -165,7 +165,9 @@ class Repo:
     def _index(self) -> pygit2.Index:
         """The repository's index; HEAD's tree in memory when libgit2 cannot read it (no stat cache then)."""
         try:
-            return self.git.index
+            index = self.git.index
+            index.read(False)  # read now: a broken file fails here, not in the middle of a diff
+            return index
         except (GitError, OSError, ValueError):
             index = pygit2.Index()
             tree = self.head_tree()
@@ -193,6 +195,10 @@ class Repo:
     def scope(self, patterns: Sequence[str], *, unmodified: bool = False) -> dict[str, Seen]:
         """The scope's paths that differ between the index and the work tree (with ``unmodified``: every
         tracked or untracked-not-ignored path), relative to the project root."""
+        try:
+            self.git.index.read(False)
+        except (GitError, OSError, ValueError):
+            return self._walk_scope(patterns, unmodified)
         flags = _DIFF_FLAGS | (DiffOption.INCLUDE_UNMODIFIED if unmodified else 0)
         out: dict[str, Seen] = {}
         for delta in self._diff(patterns, flags, None).deltas:
@@ -203,6 +209,60 @@ class Repo:
             tracked = letter != "?"
             out[rel] = Seen(letter, str(delta.old_file.id) if tracked else None, int(delta.old_file.mode) if tracked else 0)
         return out
+
+    def _walk_scope(self, patterns: Sequence[str], unmodified: bool) -> dict[str, Seen]:
+        """:meth:`scope` against HEAD when libgit2 cannot read the index (an agent broke it, or a format libgit2
+        lacks): every file below the scope's directories is compared by its bytes on disk."""
+        tree = self.head_tree()
+        head: dict[str, tuple[str, int]] = {}
+        stack = [("", tree)] if tree is not None else []
+        while stack:
+            where, node = stack.pop()
+            for entry in node:
+                path = f"{where}{entry.name}"
+                if isinstance(entry, pygit2.Tree):
+                    stack.append((path + "/", entry))
+                elif (rel := self._keep(path, patterns)) is not None:
+                    head[rel] = (str(entry.id), entry.filemode)
+        out: dict[str, Seen] = {}
+        for start in self._pathspec(patterns) or [self.prefix]:
+            for path in self._walk_files(start, {self.to_top(r) for r in head}):
+                rel = self._keep(path, patterns)
+                if rel is None:
+                    continue
+                blob, mode = head.get(rel, (None, 0))
+                if blob is None:
+                    if not self.git.path_is_ignored(path):
+                        out[rel] = Seen("?", None, 0)
+                elif unmodified or hash_worktree(self.top, path) != blob:
+                    out[rel] = Seen("" if hash_worktree(self.top, path) == blob else "M", blob, mode)
+        for rel, (blob, mode) in head.items():
+            if rel not in out and read_worktree(self.top, self.to_top(rel)) is None:
+                out[rel] = Seen("D", blob, mode)
+            elif unmodified and rel not in out:
+                out[rel] = Seen("", blob, mode)
+        return out
+
+    def _walk_files(self, start: str, tracked: set[str]) -> Iterator[str]:
+        """Files and symlinks below ``start`` (relative to the top), without entering ``.git``, nested
+        repositories, or ignored directories that hold nothing tracked."""
+        base = self.top / start if start else self.top
+        if base.is_symlink() or base.is_file():
+            yield start
+            return
+        for dirpath, dirnames, filenames in os.walk(base):
+            here = Path(dirpath).relative_to(self.top).as_posix()
+            here = "" if here == "." else here + "/"
+            kept = []
+            for name in sorted(dirnames):
+                full = Path(dirpath) / name
+                if full.is_symlink():
+                    yield here + name
+                elif name != ".git" and not (full / ".git").exists() and (
+                        not self.git.path_is_ignored(here + name + "/") or any(t.startswith(here + name + "/") for t in tracked)):
+                    kept.append(name)
+            dirnames[:] = kept
+            yield from (here + name for name in sorted(filenames))
 
     def staged(self, patterns: Sequence[str]) -> set[str]:
         """The scope's paths whose index entry differs from HEAD (everything in the index without a HEAD)."""

@@ -195,7 +195,7 @@ class _Store:
                     out.append(f"{self.prefix}/{rel}")
                 else:
                     skipped.append(rel)
-        return out, skipped
+        return out, sorted(skipped)
 
     def build_tree(self, entries: dict[str, str]) -> str:
         """A tree of ``path -> blob`` (nothing else; HEAD, the index and the work tree untouched)."""

@@ -160,11 +160,17 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 def _tree_diff(repo: Repo, base: Any, tree: Any, *, renames: bool) -> Any:
-    """libgit2's diff of two trees (``base`` None: the empty tree), renames found when asked."""
+    """libgit2's diff of two trees (``base`` None: the empty tree), renames found when asked (and when the
+    attributes they need can be read: libgit2 reads them from the index too, which an agent may have broken)."""
+    from .gitrepo import GitError
+
     new = repo.git[tree] if isinstance(tree, str) else tree
     diff = repo.git.diff(base, new) if base is not None else new.diff_to_tree(swap=True)
     if renames:
-        diff.find_similar()
+        try:
+            diff.find_similar()
+        except GitError:
+            pass
     return diff
 
 
@@ -173,6 +179,8 @@ _STATUS = {1: "A", 2: "D", 3: "M", 4: "R", 5: "C", 8: "T"}
 
 def _diff(repo: Repo, base: Any, tree: str) -> tuple[list[Change], str]:
     from pygit2.enums import DiffStatsFormat
+
+    from .gitrepo import GitError
 
     diff = _tree_diff(repo, base, tree, renames=True)
     changes = []
@@ -183,8 +191,12 @@ def _diff(repo: Repo, base: Any, tree: str) -> tuple[list[Change], str]:
             continue
         old = repo.from_top(delta.old_file.path) if letter in ("R", "C") else None
         changes.append(Change(letter, new, old))
-    stat_line = diff.stats.format(DiffStatsFormat.SHORT, 80).strip() if changes else ""
-    return changes, stat_line
+    if not changes:
+        return changes, ""
+    try:
+        return changes, diff.stats.format(DiffStatsFormat.SHORT, 80).strip()
+    except GitError:  # line counts need the attributes, which libgit2 also reads from a (broken) index
+        return changes, f"{len(changes)} file{'s' if len(changes) != 1 else ''} changed"
 
 
 def _newest_if_same(repo: Repo, unit: str, tree: str, head: str | None) -> Wip | None:
@@ -302,6 +314,8 @@ def show_wip(root: Path, wip: Wip, *, patch: bool = True) -> str:
     external diff or textconv runs)."""
     from pygit2.enums import DiffStatsFormat
 
+    from .gitrepo import GitError
+
     repo = _open(root)
     commit = repo.git[wip.commit]
     base = repo.git[wip.base].tree if wip.base else None
@@ -310,9 +324,12 @@ def show_wip(root: Path, wip: Wip, *, patch: bool = True) -> str:
     lines = [f"commit {commit.id}", f"Author:     {a.name} <{a.email}>", f"AuthorDate: {_when(a)}",
              f"Commit:     {c.name} <{c.email}>", f"CommitDate: {_when(c)}", ""]
     lines += [f"    {ln}" if ln else "" for ln in commit.raw_message.decode("utf-8", "replace").rstrip("\n").split("\n")]
-    lines += ["", diff.stats.format(DiffStatsFormat.FULL, 80).rstrip("\n")]
-    if patch:
-        lines += ["", (diff.patch or "").rstrip("\n")]
+    try:
+        lines += ["", diff.stats.format(DiffStatsFormat.FULL, 80).rstrip("\n")]
+        if patch:
+            lines += ["", (diff.patch or "").rstrip("\n")]
+    except GitError as exc:  # the attributes a diff needs are read from the index too: an unreadable one stops it
+        lines += ["", f"(no diff: {exc}; the files are listed above)"]
     return "\n".join(lines)
 
 
