@@ -142,13 +142,14 @@ def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, sessio
         if not changes:
             return None
         parent = str(head.id) if head is not None else None
-        same = _newest_if_same(repo, unit, tree, parent)
+        numbers = _numbers(repo, unit)
+        same = _newest_if_same(repo, unit, numbers, tree, parent)
         if same is not None:
             return same  # a crash loop saves the same work once
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         commit = repo.commit(tree, [parent] if parent else [], _message(unit, moment, session, when, changes, stat_line))
-        number = _create_ref(repo, unit, commit)
-        _thin(repo, unit, keep)
+        number, numbers = _create_ref(repo, unit, commit, numbers)
+        _thin(repo, unit, keep, numbers)
     except (GitError, OSError) as exc:
         raise WipError(f"git: {exc}") from None
     shown = tuple(changes[:FILES_IN_MESSAGE])
@@ -199,9 +200,8 @@ def _diff(repo: Repo, base: Any, tree: str) -> tuple[list[Change], str]:
         return changes, f"{len(changes)} file{'s' if len(changes) != 1 else ''} changed"
 
 
-def _newest_if_same(repo: Repo, unit: str, tree: str, head: str | None) -> Wip | None:
-    """The unit's newest WIP when it already holds exactly ``tree`` on ``head``."""
-    numbers = _numbers(repo, unit)
+def _newest_if_same(repo: Repo, unit: str, numbers: list[int], tree: str, head: str | None) -> Wip | None:
+    """The unit's newest WIP (of ``numbers``) when it already holds exactly ``tree`` on ``head``."""
     if not numbers:
         return None
     commit = repo.git.get(repo.git.references[f"{REF_ROOT}/{unit}/{numbers[-1]}"].target)
@@ -227,23 +227,22 @@ def _numbers(repo: Repo, unit: str) -> list[int]:
                   if r.startswith(prefix) and r[len(prefix):].isdigit())
 
 
-def _create_ref(repo: Repo, unit: str, commit: str) -> int:
-    """Create the next ref (create-only, so two savers never overwrite each other: the loser takes the next)."""
+def _create_ref(repo: Repo, unit: str, commit: str, numbers: list[int]) -> tuple[int, list[int]]:
+    """Create the next ref (create-only, so two savers never overwrite each other: the loser takes the next);
+    its number, and the unit's numbers with it."""
     import pygit2
 
     for _ in range(10):
-        numbers = _numbers(repo, unit)
         number = (numbers[-1] if numbers else 0) + 1
         try:
             repo.git.references.create(f"{REF_ROOT}/{unit}/{number}", pygit2.Oid(hex=commit), force=False)
-            return number
+            return number, [*numbers, number]
         except (pygit2.AlreadyExistsError, pygit2.GitError):
-            continue
+            numbers = _numbers(repo, unit)
     raise WipError(f"could not create a WIP ref for {unit}: another process keeps taking the next number")
 
 
-def _thin(repo: Repo, unit: str, keep: int) -> list[int]:
-    numbers = _numbers(repo, unit)
+def _thin(repo: Repo, unit: str, keep: int, numbers: list[int]) -> list[int]:
     gone = numbers[:-keep] if keep > 0 else numbers
     for number in gone:
         try:
@@ -255,7 +254,8 @@ def _thin(repo: Repo, unit: str, keep: int) -> list[int]:
 
 def thin(root: Path, unit: str, keep: int = KEEP) -> list[int]:
     """Delete all but the newest ``keep`` WIP refs of ``unit``; the numbers deleted."""
-    return _thin(_open(root), _unit_name(unit), keep)
+    repo = _open(root)
+    return _thin(repo, _unit_name(unit), keep, _numbers(repo, unit))
 
 
 _TRAILER = re.compile(r"^Agentd-(Unit|Moment|Session|Time|Files): *(.*)$", re.M)
