@@ -242,8 +242,10 @@ class Arbiter:
     def _ensure_store(self) -> None:
         """Scaffold .agent/ (idempotent, never overwrites): checkpoints and wakeups live there."""
         from ..memory import init_store
+        from ..memory.gitworker import isolate
         from ..memory.wip import clean_leftovers
 
+        isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
         try:
             init_store(self.root)
         except OSError as exc:

@@ -37,6 +37,10 @@ GITLINK = 0o160000
 SKIP_DIRS = {".git", AGENT_DIR, STATE_DIR, ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
 
 
+class RepoError(RuntimeError):
+    """The repository cannot be used as asked; the message says why and what to do."""
+
+
 @dataclass
 class ScopeFiles:
     """The files of a scope with their blob hashes, and how they were obtained."""
@@ -104,8 +108,6 @@ def _scope(repo, patterns: Sequence[str]):  # -> dict[str, gitrepo.Seen]
 
 def in_git(root: Path) -> bool:
     """True when ``root`` is inside a git work tree (a refused one too: reading it then says why)."""
-    from .gitrepo import RepoError
-
     try:
         return _repo(root) is not None
     except RepoError:
@@ -114,13 +116,17 @@ def in_git(root: Path) -> bool:
 
 def list_files(root: Path, patterns: Sequence[str], *, limit: int | None = None) -> list[str]:
     """Sorted files of the scope (tracked and untracked-not-ignored in git; walked otherwise)."""
-    repo = _repo(root)
-    if repo is not None:
-        seen = _scope(repo, patterns)
-        files = sorted(p for p, s in seen.items() if s.status != "D" and s.mode != GITLINK)
-    else:
-        files = sorted(_walk(root, patterns, WALK_LIMIT))
+    from .gitworker import run
+
+    files = run(_list_files, root, list(patterns), what="listing the scope's files")
     return files[:limit] if limit is not None else files
+
+
+def _list_files(root: Path, patterns: Sequence[str]) -> list[str]:
+    repo = _repo(root)
+    if repo is None:
+        return sorted(_walk(root, patterns, WALK_LIMIT))
+    return sorted(p for p, s in _scope(repo, patterns).items() if s.status != "D" and s.mode != GITLINK)
 
 
 def _walk(root: Path, patterns: Sequence[str], limit: int) -> Iterable[str]:
@@ -144,6 +150,12 @@ def blob_hash(data: bytes) -> str:
 
 def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
     """Blob hashes of every file in the scope (see the module docstring)."""
+    from .gitworker import run
+
+    return run(_scope_hashes, root, list(patterns), what="hashing the scope's files")
+
+
+def _scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
     repo = _repo(root)
     if repo is None:
         files: dict[str, str] = {}
@@ -156,10 +168,11 @@ def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
         if len(files) >= WALK_LIMIT:
             note += f"; scope truncated to the first {WALK_LIMIT} files"
         return ScopeFiles(files=files, git=False, note=note)
-    from .gitrepo import GitError, hash_worktree
+    from .gitrepo import MAX_BLOB, GitError, TooLarge, hash_worktree
 
     files = {}
     unstored: list[str] = []
+    too_large: list[str] = []
     why = ""
     for rel, seen in sorted(_scope(repo, patterns).items()):
         if seen.mode == GITLINK or seen.status == "D":
@@ -173,18 +186,26 @@ def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
                 if got is not None:
                     files[rel] = got[0]
                 continue
+            except TooLarge:
+                too_large.append(rel)
+                continue
             except (GitError, OSError) as exc:  # .git read-only (an agent's own sandbox): hash, store nothing
                 why = str(exc).strip() or type(exc).__name__
         blob = hash_worktree(repo.top, repo.to_top(rel))
         if blob is not None:
             files[rel] = blob
             unstored.append(rel)
+        elif (repo.top / repo.to_top(rel)).is_file():
+            too_large.append(rel)
+    notes = []
+    if too_large:
+        notes.append(f"{len(too_large)} file(s) over {MAX_BLOB // 2**20} MiB not recorded: {', '.join(too_large[:5])}")
     note = ""
     if unstored:
         shown = ", ".join(unstored[:5]) + (f" (+{len(unstored) - 5} more)" if len(unstored) > 5 else "")
         note = (f"the content of {len(unstored)} changed file(s) was not stored ({why}): {shown}; "
                 "their hashes are right, but `agentd snapshot show --file` cannot return them")
-    return ScopeFiles(files=files, git=True, note=note)
+    return ScopeFiles(files=files, git=True, note="; ".join(filter(None, [note, *notes])))
 
 
 def cat_blob(root: Path, blob: str) -> bytes:

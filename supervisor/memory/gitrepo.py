@@ -52,11 +52,14 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
-from .gitfiles import STATE_DIR, blob_hash, matches
+from .gitfiles import STATE_DIR, RepoError, blob_hash, matches
 from .store import AGENT_DIR
 
 #: Files larger than this are streamed into the object database instead of read whole.
 STREAM_OVER = 8 * 1024 * 1024
+#: Files larger than this are never stored (a WIP commit or a snapshot names them instead): an agent's 50 GB
+#: sparse file must not cost the daemon minutes of compression and the disk its size.
+MAX_BLOB = 100 * 1024 * 1024
 _WILD = frozenset("*?[\\")
 _DIFF_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE
                | DiffOption.IGNORE_SUBMODULES | DiffOption.DISABLE_PATHSPEC_MATCH)
@@ -67,8 +70,8 @@ GitError = pygit2.GitError
 HIDDEN = (AGENT_DIR + "/", STATE_DIR + "/")
 
 
-class RepoError(RuntimeError):
-    """The repository cannot be used as asked; the message says why and what to do."""
+class TooLarge(RepoError):
+    """A file over :data:`MAX_BLOB`: not stored."""
 
 
 @dataclass(frozen=True)
@@ -401,15 +404,26 @@ def store_worktree(repo: pygit2.Repository, top: Path, path: str) -> tuple[str, 
         mode, src = found
         if isinstance(src, bytes):
             return str(repo.create_blob(src)), mode
-        if os.fstat(src.fileno()).st_size > STREAM_OVER:
+        size = os.fstat(src.fileno()).st_size
+        if size > MAX_BLOB:
+            raise TooLarge(f"{path} is {size:,} bytes, over the {MAX_BLOB // 2**20} MiB agentd stores")
+        if size > STREAM_OVER:
             return str(repo.create_blob_fromiobase(src)), mode
         return str(repo.create_blob(src.read())), mode
 
 
 def hash_worktree(top: Path, path: str) -> str | None:
-    """The blob id ``path`` has on disk (see :func:`read_worktree`), computed without storing anything."""
-    found = read_worktree(top, path)
-    return blob_hash(found[0]) if found is not None else None
+    """The blob id ``path`` has on disk (see :func:`read_worktree`), computed without storing anything; None
+    for a file over :data:`MAX_BLOB` too."""
+    with _worktree_file(top, path) as found:
+        if found is None:
+            return None
+        src = found[1]
+        if isinstance(src, bytes):
+            return blob_hash(src)
+        if os.fstat(src.fileno()).st_size > MAX_BLOB:
+            return None
+        return blob_hash(src.read())
 
 
 # ---------------------------------------------------------------- opening

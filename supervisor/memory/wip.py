@@ -124,10 +124,37 @@ def changed_paths(root: Path, scope: Sequence[str]) -> list[str]:
 def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, session: str | None = None,
              keep: int = KEEP) -> Wip | None:
     """Save the scope's uncommitted work as ``refs/agentd/wip/<unit>/<n>`` (module docstring); None when
-    nothing differs from HEAD.  Raises :class:`WipError`."""
-    from .gitrepo import GitError
+    nothing differs from HEAD.  Raises :class:`WipError`.  In the daemon the work runs in its git helper
+    (:mod:`.gitworker`), given at most a bounded time."""
+    from .gitfiles import RepoError
+    from .gitworker import run
 
     _unit_name(unit)
+    try:
+        return run(_save, root, unit, list(scope), moment, session, keep, what=f"the WIP save of {unit}")
+    except WipError:
+        raise
+    except RepoError as exc:
+        raise WipError(str(exc)) from None
+
+
+def _changes_on_disk(repo: Repo, paths: list[str]) -> tuple[dict[str, tuple[str, int] | None], list[str]]:
+    """Each path's blob as on disk (None: gone), relative to the top; and the paths too large to store."""
+    from .gitrepo import TooLarge
+
+    changes: dict[str, tuple[str, int] | None] = {}
+    too_large = []
+    for path in paths:
+        try:
+            changes[repo.to_top(path)] = repo.store(path)
+        except TooLarge:
+            too_large.append(path)  # left as HEAD has it
+    return changes, too_large
+
+
+def _save(root: Path, unit: str, scope: Sequence[str], moment: str, session: str | None, keep: int) -> Wip | None:
+    from .gitrepo import GitError
+
     repo = _open(root)
     try:
         paths = _changed(repo, scope)
@@ -135,7 +162,8 @@ def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, sessio
             return None
         head = repo.head()
         base = head.tree if head is not None else None
-        tree = repo.tree_with(base, {repo.to_top(p): repo.store(p) for p in paths})
+        on_disk, too_large = _changes_on_disk(repo, paths)
+        tree = repo.tree_with(base, on_disk)
         if tree == (str(base.id) if base is not None else EMPTY_TREE):
             return None
         changes, stat_line = _diff(repo, base, tree)
@@ -147,7 +175,8 @@ def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, sessio
         if same is not None:
             return same  # a crash loop saves the same work once
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        commit = repo.commit(tree, [parent] if parent else [], _message(unit, moment, session, when, changes, stat_line))
+        commit = repo.commit(tree, [parent] if parent else [],
+                             _message(unit, moment, session, when, changes, stat_line, too_large))
         number, numbers = _create_ref(repo, unit, commit, numbers)
         _thin(repo, unit, keep, numbers)
     except (GitError, OSError) as exc:
@@ -210,12 +239,18 @@ def _newest_if_same(repo: Repo, unit: str, numbers: list[int], tree: str, head: 
     return next((w for w in _list(repo, unit) if w.number == numbers[-1]), None)
 
 
-def _message(unit: str, moment: str, session: str | None, when: str, changes: list[Change], stat: str) -> str:
+def _message(unit: str, moment: str, session: str | None, when: str, changes: list[Change], stat: str,
+             too_large: Sequence[str] = ()) -> str:
+    from .gitrepo import MAX_BLOB
+
     lines = [f"agentd wip: {unit} before {moment or 'save'}", "",
              f"The uncommitted work of unit {unit} in its scope, saved by agentd at {when}.",
              f"{stat}" if stat else "", "", *[f"  {c.describe()}" for c in changes[:FILES_IN_MESSAGE]]]
     if len(changes) > FILES_IN_MESSAGE:
         lines.append(f"  ... {len(changes) - FILES_IN_MESSAGE} more")
+    if too_large:
+        lines += ["", f"Not saved (over {MAX_BLOB // 2**20} MiB, as HEAD has them here):",
+                  *[f"    {p}" for p in too_large[:FILES_IN_MESSAGE]]]
     lines += ["", f"Agentd-Unit: {unit}", f"Agentd-Moment: {moment}", f"Agentd-Session: {session or '-'}",
               f"Agentd-Time: {when}", f"Agentd-Files: {len(changes)}"]
     return "\n".join(lines) + "\n"
@@ -397,6 +432,16 @@ def restore_wip(root: Path, wip: Wip, *, force: bool = False) -> list[Change]:
 def clean_leftovers(root: Path) -> list[Path]:
     """Remove the temporary index files (:data:`LEFTOVER_GLOB`) that WIP saves of older versions left in the
     git directory when killed mid-save; the files removed (none outside git)."""
+    from .gitfiles import RepoError
+    from .gitworker import run
+
+    try:
+        return run(_clean_leftovers, root, what="removing what killed WIP saves left")
+    except RepoError:
+        return []
+
+
+def _clean_leftovers(root: Path) -> list[Path]:
     from .gitrepo import RepoError, open_repo
 
     try:

@@ -48,7 +48,9 @@ def blob_of(root: Path, path: str) -> str | None:
             return None
         if info.st_size > HASH_LIMIT:
             return f"large:{info.st_size}:{info.st_mtime_ns}"
-        return blob_hash(full.read_bytes())
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # swapped for a FIFO: no wait
+        with os.fdopen(fd, "rb") as fh:
+            return blob_hash(fh.read()) if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
     except OSError:
         return None
 

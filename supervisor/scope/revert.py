@@ -27,7 +27,8 @@ TEMP_PREFIX = ".agentd-revert-"
 
 
 def _repo(root: Path) -> Any:  # a memory.gitrepo.Repo, or None outside git (or in a repository agentd refuses)
-    from ..memory.gitrepo import RepoError, open_repo
+    from ..memory.gitfiles import RepoError
+    from ..memory.gitrepo import open_repo
 
     try:
         return open_repo(root)
@@ -94,6 +95,36 @@ def _blob_bytes(repo: Any, blob: str) -> bytes | None:
         return repo.blob_data(blob)
     except Exception:  # noqa: BLE001 - a missing or ambiguous blob: nothing to restore from
         return None
+
+
+def _source(root: Path, rel: str, snapshot: dict[str, Any] | None) -> tuple[bytes | None, str, str] | str:
+    """(the bytes to put back or None, where they come from, their git mode); or why not to revert."""
+    repo = _repo(root)
+    data: bytes | None = None
+    source, git_mode = "", "100644"
+    entry = _head_entry(repo, rel)
+    if entry is not None:
+        git_mode, kind, obj = entry
+        if kind != "blob":
+            return f"{rel} is a {'submodule' if kind == 'commit' else kind} in HEAD; not reverted"
+        data = _blob_bytes(repo, obj)
+        source = "HEAD"
+    if data is None and snapshot:
+        blob = (snapshot.get("files") or {}).get(rel)
+        if blob:
+            data = _blob_bytes(repo, blob)
+            source = f"{snapshot.get('id', 'snapshot')} (blob {blob[:12]})"
+    return data, source, git_mode
+
+
+def _current(target: Path) -> bytes | None:
+    """What a regular file holds now (None for anything else: a FIFO is never opened to wait on a writer)."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
 
 
 def _quarantine_path(rel: str, quarantine_dir: Path, stamp: str) -> Path:
@@ -167,22 +198,12 @@ def revert(root: Path, path: str, snapshot: dict[str, Any] | None, quarantine_di
     if exists and target.is_dir() and not target.is_symlink():
         return f"{rel} is a directory; not reverted"
 
-    data: bytes | None = None
-    source = ""
-    git_mode = "100644"
-    repo = _repo(root)
-    entry = _head_entry(repo, rel)
-    if entry is not None:
-        git_mode, kind, obj = entry
-        if kind != "blob":
-            return f"{rel} is a {'submodule' if kind == 'commit' else kind} in HEAD; not reverted"
-        data = _blob_bytes(repo, obj)
-        source = "HEAD"
-    if data is None and snapshot:
-        blob = (snapshot.get("files") or {}).get(rel)
-        if blob:
-            data = _blob_bytes(repo, blob)
-            source = f"{snapshot.get('id', 'snapshot')} (blob {blob[:12]})"
+    from ..memory.gitworker import run
+
+    found = run(_source, root, rel, snapshot, what=f"reading {rel} from git")
+    if isinstance(found, str):
+        return found
+    data, source, git_mode = found
     symlink = git_mode == "120000"
 
     if data is None:
@@ -194,7 +215,7 @@ def revert(root: Path, path: str, snapshot: dict[str, Any] | None, quarantine_di
     if exists:
         if symlink and target.is_symlink() and os.fsencode(os.readlink(target)) == data:
             return f"{rel}: already as in {source}; nothing to do"
-        if not symlink and not target.is_symlink() and target.read_bytes() == data:
+        if not symlink and not target.is_symlink() and _current(target) == data:
             return f"{rel}: already as in {source}; nothing to do"
         mode = None if target.is_symlink() else stat.S_IMODE(os.lstat(target).st_mode)
         kept = _quarantine(target, rel, quarantine_dir, stamp, copy=True)

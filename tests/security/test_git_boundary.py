@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+import psutil
 import pygit2
 import pytest
 
@@ -181,6 +182,15 @@ def said(project: Project, unit: str, text: str, count: int = 1) -> str:
                       what=f"{text!r} in {unit}'s transcript")
 
 
+def helpers(daemon: int) -> list[int]:
+    """The git helper processes (``python -m supervisor.memory.gitworker DAEMON_PID``) of the daemon ``daemon``."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if (proc.info["cmdline"] or [])[-3:] == ["-m", "supervisor.memory.gitworker", str(daemon)]:
+            found.append(proc.pid)
+    return found
+
+
 def wips(project: Project) -> list[dict]:
     out = project.agentd("wip", "list", "web", "--json").stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
@@ -207,6 +217,8 @@ def test_the_daemon_start_crash_checkpoint_restart_stop_decide_and_sync_run_no_p
     said(project, "web", "wrote src/work.py")
     project.agentd("send", "web", "crash")
     wait_until(lambda: [w for w in wips(project) if w["moment"] == "crash"], 60, what="the crash's WIP commit")
+    daemon = project.daemon_pid()
+    assert daemon and helpers(daemon), "the daemon's git work runs in its helper process"
     project.wait_state("web", "running", timeout=60)
     project.agentd("send", "web", "write src/todo.proc checkpointed")
     said(project, "web", "wrote src/todo.proc")
@@ -222,7 +234,9 @@ def test_the_daemon_start_crash_checkpoint_restart_stop_decide_and_sync_run_no_p
     project.agentd("start")  # the daemon again: it clears the older version's leftover
     project.wait_state("web", "running", timeout=60)
     assert not old_index.exists()
+    second = project.daemon_pid()
     project.agentd("stop")
+    wait_until(lambda: not helpers(daemon) and not helpers(second), 30, what="the git helpers to end with the daemon")
     synced = project.agentd("sync")
     assert "pushed" in synced.stdout, synced.stdout
 
@@ -237,3 +251,64 @@ def test_the_daemon_start_crash_checkpoint_restart_stop_decide_and_sync_run_no_p
     assert ".agent/decisions.log" in memory_branch(origin)
     git_plants.fire(root)
     assert git_plants.FIRED <= git_plants.marks_of(marks), git_plants.FIRED - git_plants.marks_of(marks)
+
+
+@pytest.mark.parametrize("where", ["include.path", ".gitignore"])
+def test_a_fifo_an_agent_planted_cannot_wedge_the_daemons_git_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   where: str) -> None:
+    """libgit2 opens what the repository names with no timeout, holding the GIL: a FIFO would stop every
+    thread of the daemon for good.  The daemon's git work runs in its helper process (isolated here as the
+    daemon does), given GIT_TIMEOUT (half a minute; here a moment): the request fails with the reason, the
+    helper is replaced, and this process never stops answering."""
+    import os
+    import threading
+    import time
+
+    from supervisor.memory import gitworker
+    from supervisor.memory.wip import WipError
+
+    root = tmp_path / "proj"
+    make_repo(tmp_path, root)
+    fifo = root / ".git" / "evil-fifo" if where == "include.path" else root / "src" / ".gitignore"
+    os.mkfifo(fifo)
+    if where == "include.path":
+        with (root / ".git" / "config").open("a") as fh:
+            fh.write("[include]\n\tpath = evil-fifo\n")
+    (root / "src" / "a.py").write_text("changed\n")
+    monkeypatch.setattr(gitworker, "GIT_TIMEOUT", 2.0)
+    monkeypatch.setattr(gitworker, "_WORKER", None)  # undone at the end: this test process is not a daemon
+    helper = gitworker.isolate()
+    ticks: list[float] = []
+    alive = threading.Event()
+
+    def tick() -> None:  # this process keeps running while a request hangs in the helper
+        while not alive.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.05)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(WipError, match="gave no answer within 2s .*FIFO"):
+            save_wip(root, "web", ["src/**"], moment="crash")
+        with pytest.raises(RuntimeError, match="gave no answer"):
+            list_files(root, ["src/**"])
+        if where == "include.path":  # the repository cannot even be opened
+            with pytest.raises(RuntimeError, match="gave no answer"):
+                revert(root, "src/a.py", None, tmp_path / "quarantine")
+        else:  # a revert reads no .gitignore: it works
+            assert revert(root, "src/a.py", None, tmp_path / "quarantine").startswith("src/a.py: restored from HEAD")
+            (root / "src" / "a.py").write_text("changed\n")
+        assert time.monotonic() - started < 60
+        assert len([t for t in ticks if t > started + 0.5]) > 10, "this process stopped while the helper hung"
+        if where == "include.path":
+            assert helper.started == 3 and helper.pid is None  # each hung helper was killed, none is left
+        else:
+            assert helper.started == 3 and helper.pid is not None  # two killed; the third did the revert
+        fifo.unlink()
+        wip = save_wip(root, "web", ["src/**"], moment="crash")  # a fresh helper does the work
+        assert wip is not None and committed(root, wip.commit, "src/a.py") == b"changed\n"
+    finally:
+        alive.set()
+        helper.close()
