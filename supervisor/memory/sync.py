@@ -434,6 +434,10 @@ def sync_memory(
     require_store(paths)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,100}", branch) or ".." in branch or branch.endswith((".lock", "/")):
         raise SyncError(f"branch {branch!r} is not a usable branch name")
+    for where in (paths.dir, paths.tasks_dir, paths.facts_dir, paths.snapshots):
+        if where.is_symlink():  # the merge writes there: through a link, it would write wherever it points
+            raise SyncError(f"{paths.rel(where)} is a symlink: agentd sync writes only into a real directory "
+                            "(replace the link by the directory it should be)")
     repo = _open(paths)
     try:
         transport = Transport(repo, remote)

@@ -265,6 +265,12 @@ def test_sync_carries_only_the_files_agentd_writes(clones, tmp_path: Path):
     sync_memory(b)
     assert (b / ".agent" / "tasks" / "core.md").read_text() == "# Task\n\nship it\n"
     assert not (b / ".agent" / "dropped.py").exists() and not (b / ".agent" / "payload.sh").exists()
+    # a memory folder swapped for a link: the merge would write wherever it points
+    elsewhere = tmp_path / "elsewhere"
+    (b / ".agent" / "tasks").rename(elsewhere)
+    (b / ".agent" / "tasks").symlink_to(elsewhere)
+    with pytest.raises(SyncError, match=r"\.agent/tasks is a symlink"):
+        sync_memory(b)
 
 
 def test_the_persons_own_config_reaches_the_transport_and_the_projects_does_not(clones, tmp_path: Path):
