@@ -168,7 +168,8 @@ def _scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
         if len(files) >= WALK_LIMIT:
             note += f"; scope truncated to the first {WALK_LIMIT} files"
         return ScopeFiles(files=files, git=False, note=note)
-    from .gitrepo import MAX_BLOB, GitError, TooLarge, hash_worktree
+    from .gitrepo import GitError
+    from .worktree import MAX_BLOB, TooLarge, hash_worktree
 
     files = {}
     unstored: list[str] = []

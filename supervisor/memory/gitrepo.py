@@ -21,12 +21,7 @@ What is read and written here:
   handles them), and :meth:`Repo.staged` (HEAD against the index).  An index
   libgit2 cannot read (an agent may break it) does not stop the pass: HEAD's
   tree stands in for it and every file in the scope is compared by content.
-* :func:`read_worktree`: a file's bytes **as they are on disk**: no clean
-  filter, no end-of-line conversion (a CRLF file is stored with its CRLFs), a
-  symlink as its target's text, never followed (each directory is opened with
-  ``O_NOFOLLOW``, so an agent that swaps a directory for a symlink mid-save
-  makes agentd read nothing outside the work tree), a FIFO or device never
-  opened.
+* :meth:`Repo.store`: a file stored as its bytes are on disk (:mod:`.worktree`).
 * :meth:`Repo.tree_with` and :meth:`Repo.commit`: trees from a base tree and
   the changed paths only (no index file, temporary or not), commits with
   agentd's own identity.
@@ -40,26 +35,19 @@ from __future__ import annotations
 
 import os
 import socket
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
-from .gitfiles import STATE_DIR, RepoError, blob_hash, matches
+from .gitfiles import STATE_DIR, RepoError, matches
 from .store import AGENT_DIR
+from .worktree import hash_worktree, read_worktree, store_worktree
 
-#: Files larger than this are streamed into the object database instead of read whole.
-STREAM_OVER = 8 * 1024 * 1024
-#: Files larger than this are never stored (a WIP commit or a snapshot names them instead): an agent's 50 GB
-#: sparse file must not cost the daemon minutes of compression and the disk its size.
-MAX_BLOB = 100 * 1024 * 1024
 _WILD = frozenset("*?[\\")
 _DIFF_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE
                | DiffOption.IGNORE_SUBMODULES | DiffOption.DISABLE_PATHSPEC_MATCH)
@@ -68,10 +56,6 @@ _LETTER = {DeltaStatus.ADDED: "A", DeltaStatus.DELETED: "D", DeltaStatus.MODIFIE
            DeltaStatus.UNMODIFIED: "", DeltaStatus.CONFLICTED: "U"}
 GitError = pygit2.GitError
 HIDDEN = (AGENT_DIR + "/", STATE_DIR + "/")
-
-
-class TooLarge(RepoError):
-    """A file over :data:`MAX_BLOB`: not stored."""
 
 
 @dataclass(frozen=True)
@@ -217,16 +201,8 @@ class Repo:
         """:meth:`scope` against HEAD when libgit2 cannot read the index (an agent broke it, or a format libgit2
         lacks): every file below the scope's directories is compared by its bytes on disk."""
         tree = self.head_tree()
-        head: dict[str, tuple[str, int]] = {}
-        stack = [("", tree)] if tree is not None else []
-        while stack:
-            where, node = stack.pop()
-            for entry in node:
-                path = f"{where}{entry.name}"
-                if isinstance(entry, pygit2.Tree):
-                    stack.append((path + "/", entry))
-                elif (rel := self._keep(path, patterns)) is not None:
-                    head[rel] = (str(entry.id), entry.filemode)
+        head = {rel: (str(entry.id), entry.filemode) for path, entry in (leaves(tree) if tree is not None else ())
+                if (rel := self._keep(path, patterns)) is not None}
         out: dict[str, Seen] = {}
         for start in self._pathspec(patterns) or [self.prefix]:
             for path in self._walk_files(start, {self.to_top(r) for r in head}):
@@ -237,8 +213,8 @@ class Repo:
                 if blob is None:
                     if not self.git.path_is_ignored(path):
                         out[rel] = Seen("?", None, 0)
-                elif unmodified or hash_worktree(self.top, path) != blob:
-                    out[rel] = Seen("" if hash_worktree(self.top, path) == blob else "M", blob, mode)
+                elif (now := hash_worktree(self.top, path)) != blob or unmodified:
+                    out[rel] = Seen("" if now == blob else "M", blob, mode)
         for rel, (blob, mode) in head.items():
             if rel not in out and read_worktree(self.top, self.to_top(rel)) is None:
                 out[rel] = Seen("D", blob, mode)
@@ -308,6 +284,18 @@ class Repo:
         return obj.data
 
 
+def leaves(tree: pygit2.Tree, where: str = "") -> Iterator[tuple[str, pygit2.Object]]:
+    """Every entry of ``tree`` that is not a tree (blobs, symlinks, submodules), with its path below it."""
+    stack = [(where, tree)]
+    while stack:
+        here, node = stack.pop()
+        for entry in node:
+            if isinstance(entry, pygit2.Tree):
+                stack.append((f"{here}{entry.name}/", entry))
+            else:
+                yield f"{here}{entry.name}", entry
+
+
 def _check(err: int) -> None:
     if err < 0:
         from pygit2.errors import check_error
@@ -343,87 +331,6 @@ def _tree_with(repo: pygit2.Repository, base: pygit2.Tree | None, changes: dict[
         elif builder.get(name) is not None:
             builder.remove(name)
     return builder.write()
-
-
-# ---------------------------------------------------------------- the work tree, as it is on disk
-
-@contextmanager
-def _worktree_file(top: Path, path: str) -> Iterator[tuple[int, bytes | BinaryIO] | None]:
-    """(git mode, a symlink's target text or an open regular file) of ``path`` below ``top``, reached without
-    following any symlink; None for anything else (missing, a directory, a FIFO, a symlink on the way)."""
-    parts = path.split("/")
-    link: bytes | None = None
-    fd = -1
-    if not any(p in ("", ".", "..") for p in parts):
-        try:
-            dirfd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            dirfd = -1
-        try:
-            for part in parts[:-1] if dirfd >= 0 else ():
-                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
-                os.close(dirfd)
-                dirfd = nxt
-            if dirfd >= 0:
-                st = os.stat(parts[-1], dir_fd=dirfd, follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    link = os.fsencode(os.readlink(parts[-1], dir_fd=dirfd))
-                elif stat.S_ISREG(st.st_mode):
-                    fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
-        except OSError:
-            pass  # gone, or a directory on the way is a symlink or a file now
-        finally:
-            if dirfd >= 0:
-                os.close(dirfd)
-    if link is not None:
-        yield FileMode.LINK, link
-        return
-    if fd < 0:
-        yield None
-        return
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        yield ((FileMode.BLOB_EXECUTABLE if st.st_mode & 0o100 else FileMode.BLOB), fh) if stat.S_ISREG(st.st_mode) else None
-
-
-def read_worktree(top: Path, path: str) -> tuple[bytes, int] | None:
-    """(bytes, git mode) of ``path`` (relative to ``top``) as on disk: a symlink's target text (mode 120000), a
-    regular file's content; None for anything else, or when a directory on the way is a symlink."""
-    with _worktree_file(top, path) as found:
-        if found is None:
-            return None
-        mode, src = found
-        return (src if isinstance(src, bytes) else src.read()), mode
-
-
-def store_worktree(repo: pygit2.Repository, top: Path, path: str) -> tuple[str, int] | None:
-    """Store ``path`` as it is on disk (see :func:`read_worktree`); (blob, mode).  Large files are streamed."""
-    with _worktree_file(top, path) as found:
-        if found is None:
-            return None
-        mode, src = found
-        if isinstance(src, bytes):
-            return str(repo.create_blob(src)), mode
-        size = os.fstat(src.fileno()).st_size
-        if size > MAX_BLOB:
-            raise TooLarge(f"{path} is {size:,} bytes, over the {MAX_BLOB // 2**20} MiB agentd stores")
-        if size > STREAM_OVER:
-            return str(repo.create_blob_fromiobase(src)), mode
-        return str(repo.create_blob(src.read())), mode
-
-
-def hash_worktree(top: Path, path: str) -> str | None:
-    """The blob id ``path`` has on disk (see :func:`read_worktree`), computed without storing anything; None
-    for a file over :data:`MAX_BLOB` too."""
-    with _worktree_file(top, path) as found:
-        if found is None:
-            return None
-        src = found[1]
-        if isinstance(src, bytes):
-            return blob_hash(src)
-        if os.fstat(src.fileno()).st_size > MAX_BLOB:
-            return None
-        return blob_hash(src.read())
 
 
 # ---------------------------------------------------------------- opening

@@ -78,11 +78,19 @@ class GitWorker:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def _ensure(self) -> subprocess.Popen[bytes]:
+        """The helper, started if need be: its start (an interpreter, libgit2) is not counted in a request's time."""
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen([sys.executable, "-m", "supervisor.memory.gitworker", str(os.getpid())],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           cwd="/", close_fds=True)
             self.started += 1
+            assert self._proc.stdout is not None
+            try:
+                ready = _recv(self._proc.stdout.fileno(), time.monotonic() + START_TIMEOUT)
+            except TimeoutError:
+                raise EOFError(f"it did not start within {START_TIMEOUT:g}s") from None
+            if ready != "ready":
+                raise EOFError("it did not say it was ready")
         return self._proc
 
     def _kill(self) -> None:
@@ -100,9 +108,9 @@ class GitWorker:
 
         target = f"{fn.__module__}:{fn.__qualname__}"
         with self._lock:
-            proc = self._ensure()
-            assert proc.stdin is not None and proc.stdout is not None
             try:
+                proc = self._ensure()
+                assert proc.stdin is not None and proc.stdout is not None
                 _send(proc.stdin, (target, args))
                 ok, value = _recv(proc.stdout.fileno(), time.monotonic() + timeout)
             except TimeoutError:
@@ -123,6 +131,8 @@ class GitWorker:
 
 #: The longest the daemon waits for one request to its helper.
 GIT_TIMEOUT = 30.0
+#: The longest a new helper may take to start (an interpreter and libgit2 on a loaded machine).
+START_TIMEOUT = 60.0
 
 
 def run(fn: Callable[..., T], *args: Any, what: str) -> T:
@@ -165,6 +175,8 @@ def main(argv: list[str]) -> int:
         _die_with(int(argv[0]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the daemon's terminal is the daemon's
     fd_in, out = sys.stdin.buffer.fileno(), sys.stdout.buffer
+    importlib.import_module("supervisor.memory.gitrepo")  # libgit2 loaded before the first request's clock runs
+    _send(out, "ready")
     while True:
         try:
             target, args = _recv(fd_in)

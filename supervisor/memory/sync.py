@@ -53,28 +53,17 @@ from typing import TYPE_CHECKING, Any
 from . import lineformat, normalize
 from .gitmeta import ensure_git_metadata
 from .ids import snapshot_sort_key
-from .store import AgentPaths, StoreError, atomic_write, file_lock, format_time, require_store, store_lock, write_json
+from .synctree import EPOCH_SUFFIX_RE, SyncTree, memory_file  # noqa: F401 - memory_file: what sync carries
+from .store import AgentPaths, StoreError, file_lock, format_time, require_store, store_lock, write_json
 
 if TYPE_CHECKING:
-    import pygit2
-
     from .gitrepo import Repo
 
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "agentd-memory"
 DEFAULT_RETRIES = 5
 RECEIVED_KEEP = 5
-EXCLUDED_TOP = frozenset({"local", ".lock", "state.json"})
-_TMP_RE = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
 _LOG_RE = re.compile(r"(decisions(?:-.+)?)\.log")
-_EPOCH_SUFFIX_RE = re.compile(r"-epoch-\d+(?=\.log$)")
-#: The files agentd writes at the top of ``.agent/`` (besides the decision logs).
-TOP_FILES = frozenset({"constraints.md", "current-task.md", "engram.md", "engram-archive.md", "recent-summary.md",
-                       "README.md", ".gitattributes", ".gitignore"})
-_MODULE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-_LOG_FILE_RE = re.compile(rf"decisions(?:-{_MODULE})?\.log")
-_PER_MODULE_RE = re.compile(rf"(?:tasks|facts)/{_MODULE}\.md")
-_REGULAR = 0o100644
 
 
 class SyncError(StoreError):
@@ -136,155 +125,11 @@ def read_record(paths: AgentPaths) -> SyncRecord | None:
         return None
 
 
-def memory_file(rel: str) -> bool:
-    """True for a file agentd writes in ``.agent/`` (``rel`` relative to it): what ``sync`` carries.
-
-    The top files (:data:`TOP_FILES`), the decision logs and their epochs,
-    ``tasks/<module>.md``, ``facts/<module>.md`` and ``snapshots/snapshot-<id>.json``.
-    """
-    if rel in TOP_FILES or _LOG_FILE_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", rel)) or _PER_MODULE_RE.fullmatch(rel):
-        return True
-    folder, _, name = rel.partition("/")
-    return (folder == "snapshots" and name.startswith("snapshot-") and name.endswith(".json")
-            and bool(snapshot_sort_key(name[:-5])))
-
-
-def _excluded(rel: str) -> bool:
-    """Per-clone or temporary files of the store (``rel`` is relative to ``.agent/``)."""
-    parts = rel.split("/")
-    return parts[0] in EXCLUDED_TOP or bool(_TMP_RE.fullmatch(parts[-1]))
-
-
-class _Store:
-    """The store's files as git trees (libgit2): read, write back, commit."""
-
-    def __init__(self, paths: AgentPaths, repo: Repo) -> None:
-        self.paths, self.repo = paths, repo
-        self.prefix = repo.to_top(paths.dir.name)
-
-    def rev(self, name: str) -> str | None:
-        """The commit a ref names (``HEAD`` included), or None."""
-        import pygit2
-
-        if name == "HEAD":
-            head = self.repo.head()
-            return str(head.id) if head is not None else None
-        ref = self.repo.git.references.get(name)
-        if ref is None:
-            return None
-        try:
-            return str(ref.peel(pygit2.Commit).id)
-        except (pygit2.GitError, ValueError, KeyError):
-            return None
-
-    def tree_of(self, commit: str) -> str:
-        return str(self.repo.git[commit].tree_id)
-
-    def working_files(self) -> tuple[list[str], list[str]]:
-        """(the memory files to carry, relative to the work tree's top; the others, relative to ``.agent/``)."""
-        out, skipped = [], []
-        for dirpath, dirnames, filenames in os.walk(self.paths.dir):
-            rel_dir = Path(dirpath).relative_to(self.paths.dir).as_posix()
-            dirnames[:] = sorted(d for d in dirnames if not (rel_dir == "." and d in EXCLUDED_TOP))
-            for name in [*sorted(filenames), *(d for d in dirnames if (Path(dirpath) / d).is_symlink())]:
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if _excluded(rel):
-                    continue
-                full = Path(dirpath) / name
-                if memory_file(rel) and full.is_file() and not full.is_symlink():
-                    out.append(f"{self.prefix}/{rel}")
-                else:
-                    skipped.append(rel)
-        return out, sorted(skipped)
-
-    def build_tree(self, entries: dict[str, str]) -> str:
-        """A tree of ``path -> blob`` (nothing else; HEAD, the index and the work tree untouched)."""
-        return self.repo.tree_with(None, {path: (blob, _REGULAR) for path, blob in entries.items()})
-
-    def working_tree(self) -> tuple[str, dict[str, str], list[str]]:
-        from .gitrepo import store_worktree
-
-        files, skipped = self.working_files()
-        entries = {}
-        for path in files:
-            got = store_worktree(self.repo.git, self.repo.top, path)  # the bytes as on disk, never followed
-            if got is not None:
-                entries[path] = got[0]
-        return self.build_tree(entries), entries, skipped
-
-    def entries(self, treeish: str) -> dict[str, str]:
-        """agentd's memory files under ``.agent/`` in ``treeish`` (regular files only)."""
-        import pygit2
-
-        obj = self.repo.git[treeish]
-        tree = obj.peel(pygit2.Tree)
-        try:
-            top = tree[self.prefix]
-        except KeyError:
-            return {}
-        out: dict[str, str] = {}
-        stack: list[tuple[str, pygit2.Tree]] = [("", top)] if isinstance(top, pygit2.Tree) else []
-        while stack:
-            where, node = stack.pop()
-            for entry in node:
-                rel = f"{where}{entry.name}"
-                if isinstance(entry, pygit2.Tree):
-                    stack.append((rel + "/", entry))
-                elif (entry.type_str == "blob" and entry.filemode in (0o100644, 0o100755)
-                      and not _excluded(rel) and memory_file(rel)):
-                    out[f"{self.prefix}/{rel}"] = str(entry.id)
-        return out
-
-    def blobs(self, ids: list[str]) -> dict[str, bytes]:
-        return {ident: self.repo.blob_data(ident) for ident in ids}
-
-    def seed(self) -> str | None:
-        """A commit of HEAD's ``.agent/`` with a fixed author and date: the same on every clone of one HEAD."""
-        import pygit2
-
-        head = self.rev("HEAD")
-        if head is None:
-            return None
-        entries = self.entries(head)
-        if not entries:
-            return None
-        fixed = pygit2.Signature("agentd", "agentd@localhost", 1000000000, 0)
-        return self.repo.commit(self.build_tree(entries), [], "agentd memory: seed from HEAD's .agent/\n", fixed)
-
-    def commit(self, tree: str, parents: list[str], message: str) -> str:
-        return self.repo.commit(tree, parents, message + "\n")
-
-    def write_back(self, ours: dict[str, str], merged: dict[str, str], keep: set[str]) -> None:
-        """Make ``.agent/`` hold ``merged``, except the paths in ``keep`` (lock held)."""
-        changed = [p for p, b in merged.items() if ours.get(p) != b and p not in keep]
-        contents = self.blobs(sorted({merged[p] for p in changed}))
-        for path in changed:
-            atomic_write(self.repo.top / path, contents[merged[path]])
-        for path in ours:
-            if path not in merged and path not in keep:
-                (self.repo.top / path).unlink(missing_ok=True)
-
-    def merge(self, local: str, remote_tip: str) -> tuple[dict[str, str], set[str]]:
-        """libgit2's merge of the two commits: (the memory files it settled, the paths it left conflicted)."""
-        index = self.repo.git.merge_commits(local, remote_tip)
-        conflicted = set()
-        for triple in (index.conflicts or ()):
-            conflicted |= {e.path for e in triple if e is not None}
-        merged = {}
-        for entry in index:
-            path = entry.path
-            rel = path[len(self.prefix) + 1:] if path.startswith(self.prefix + "/") else None
-            if (path not in conflicted and rel is not None and int(entry.mode) in (0o100644, 0o100755)
-                    and not _excluded(rel) and memory_file(rel)):
-                merged[path] = str(entry.id)
-        return merged, conflicted
-
-
 def _log_lines(paths: AgentPaths, stems: set[str]) -> dict[str, set[str]]:
     """Every decision line of the given log families, per log stem."""
     out: dict[str, set[str]] = {s: set() for s in stems}
     for name in os.listdir(paths.dir):
-        m = _LOG_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", name))
+        m = _LOG_RE.fullmatch(EPOCH_SUFFIX_RE.sub("", name))
         if m and m.group(1) in out:
             out[m.group(1)].update(ln for ln in (paths.dir / name).read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip())
     return out
@@ -302,7 +147,7 @@ def _union_lines(*texts: bytes | None) -> bytes:
     return b"".join(out)
 
 
-def _union_conflicted_logs(store: _Store, ours: dict[str, str], remote_tip: str, merged: dict[str, str],
+def _union_conflicted_logs(store: SyncTree, ours: dict[str, str], remote_tip: str, merged: dict[str, str],
                            conflicted: set[str]) -> set[str]:
     """Resolve the decision logs git reports as conflicted as the union of both sides' lines; return their paths.
 
@@ -314,7 +159,7 @@ def _union_conflicted_logs(store: _Store, ours: dict[str, str], remote_tip: str,
     epoch already holds.  ``merged`` is updated in place.
     """
     logs = {p for p in conflicted if p.rpartition("/")[0] == store.prefix
-            and _LOG_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", p.rpartition("/")[2]))}
+            and _LOG_RE.fullmatch(EPOCH_SUFFIX_RE.sub("", p.rpartition("/")[2]))}
     if not logs:
         return logs
     theirs = store.entries(remote_tip)
@@ -349,7 +194,7 @@ class _Round:
     skipped: tuple[str, ...] = ()
 
 
-def _merge_round(store: _Store, local_ref: str, remote_tip: str | None, host: str) -> _Round:
+def _merge_round(store: SyncTree, local_ref: str, remote_tip: str | None, host: str) -> _Round:
     """Commit the working files, merge the remote tip, write back, repair, commit (store lock held)."""
     import pygit2
 
@@ -373,7 +218,7 @@ def _merge_round(store: _Store, local_ref: str, remote_tip: str | None, host: st
             conflicted -= unioned
             conflicted &= set(ours) | set(store.entries(remote_tip))  # only memory files are kept or reported
             touched = {p for p in set(merged) | set(ours) if ours.get(p) != merged.get(p)}
-            stems = {m.group(1) for p in touched if (m := _LOG_RE.fullmatch(_EPOCH_SUFFIX_RE.sub("", p.rsplit("/", 1)[-1])))}
+            stems = {m.group(1) for p in touched if (m := _LOG_RE.fullmatch(EPOCH_SUFFIX_RE.sub("", p.rsplit("/", 1)[-1])))}
             before = _log_lines(paths, stems)
             store.write_back(ours, merged, conflicted)
             repaired = {paths.rel(p) for p in normalize.normalize(paths)}
@@ -404,7 +249,7 @@ def _open(paths: AgentPaths) -> Repo:
     return repo
 
 
-def _fetch(transport: Any, store: _Store, remote: str, branch: str, local_ref: str) -> str | None:
+def _fetch(transport: Any, store: SyncTree, remote: str, branch: str, local_ref: str) -> str | None:
     """The remote's memory branch tip, its objects fetched (None when the remote has no such branch yet);
     the project's ``refs/remotes/<remote>/<branch>`` follows it."""
     import pygit2
@@ -444,7 +289,7 @@ def sync_memory(
     except TransportError as exc:
         raise SyncError(str(exc)) from None
     host = socket.gethostname() or "localhost"
-    store = _Store(paths, repo)
+    store = SyncTree(paths, repo)
     ensure_git_metadata(paths)  # the union attributes must be in the work tree for the merge to use them
     (paths.local / "sync.index").unlink(missing_ok=True)  # what a sync of an older version, killed, left
     local_ref = f"refs/heads/{branch}"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, restore_wip, save_wip, thin
+from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, save_wip, thin
+from supervisor.memory.wipview import restore_wip
 from tests.memory.conftest import git
 
 SCOPE = ["src/core/**"]
@@ -167,17 +168,10 @@ def blobs_of(root: Path, commit: str) -> dict[str, tuple[int, bytes]]:
     """Every file of the commit's tree: path -> (mode, bytes), read with libgit2."""
     import pygit2
 
-    repo = pygit2.Repository(str(root))
-    out: dict[str, tuple[int, bytes]] = {}
-    stack = [("", repo[commit].peel(pygit2.Tree))]
-    while stack:
-        where, tree = stack.pop()
-        for entry in tree:
-            if isinstance(entry, pygit2.Tree):
-                stack.append((f"{where}{entry.name}/", entry))
-            else:
-                out[f"{where}{entry.name}"] = (entry.filemode, entry.data)
-    return out
+    from supervisor.memory.gitrepo import leaves
+
+    tree = pygit2.Repository(str(root))[commit].peel(pygit2.Tree)
+    return {path: (entry.filemode, entry.data) for path, entry in leaves(tree)}
 
 
 def test_a_held_index_lock_a_broken_index_and_a_large_file_do_not_stop_a_save(repo: Path) -> None:
@@ -204,7 +198,7 @@ def test_a_held_index_lock_a_broken_index_and_a_large_file_do_not_stop_a_save(re
 
 
 def test_symlinks_are_saved_as_links_and_never_followed(repo: Path, tmp_path: Path) -> None:
-    from supervisor.memory.gitrepo import read_worktree
+    from supervisor.memory.worktree import read_worktree
 
     outside = tmp_path / "outside"
     outside.mkdir()

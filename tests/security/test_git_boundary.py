@@ -22,8 +22,9 @@ import pytest
 from supervisor.memory import AgentPaths, init_store, record_decision, snapshots
 from supervisor.memory.gitfiles import cat_blob, list_files, scope_hashes
 from supervisor.memory.sync import sync_memory
-from supervisor.memory.gitrepo import open_repo
-from supervisor.memory.wip import clean_leftovers, list_wips, restore_wip, save_wip, show_wip
+from supervisor.memory.gitrepo import leaves, open_repo
+from supervisor.memory.wip import clean_leftovers, list_wips, save_wip
+from supervisor.memory.wipview import restore_wip, show_wip
 from supervisor.scope.revert import revert
 from tests.conftest import Project, git, wait_until
 from tests.security import git_plants
@@ -52,18 +53,8 @@ def make_repo(base: Path, root: Path) -> tuple[Path, Path]:
 
 def memory_branch(bare: Path) -> dict[str, bytes]:
     """The files on the remote's agentd-memory branch (read with libgit2: the test runs no git after the plant)."""
-    repo = pygit2.Repository(str(bare))
-    tree = repo.revparse_single("refs/heads/agentd-memory").peel(pygit2.Tree)
-    out: dict[str, bytes] = {}
-    stack = [("", tree)]
-    while stack:
-        where, node = stack.pop()
-        for entry in node:
-            if isinstance(entry, pygit2.Tree):
-                stack.append((f"{where}{entry.name}/", entry))
-            else:
-                out[f"{where}{entry.name}"] = entry.data
-    return out
+    tree = pygit2.Repository(str(bare)).revparse_single("refs/heads/agentd-memory").peel(pygit2.Tree)
+    return {path: entry.data for path, entry in leaves(tree)}
 
 
 def committed(root: Path, ref: str, path: str) -> bytes:
