@@ -123,9 +123,9 @@ def check_git(root: Path, path_env: str) -> Finding:
         return Finding("git", Status.FAIL, "git not found on PATH",
                        "install git (apt-get install git): reverts and snapshots read the project's history")
     version = _version([git]) or "?"
-    inside = subprocess.run([git, "-C", str(root), "rev-parse", "--is-inside-work-tree"], capture_output=True,
-                            text=True, timeout=30, stdin=subprocess.DEVNULL)
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
+    from ..memory.gitfiles import in_git  # libgit2: no git process in the project (its config is agent-writable)
+
+    if not in_git(root):
         return Finding("git", Status.WARN, f"git {version}; {root} is not a git work tree",
                        "`git init` there: without git, a revert can only restore from snapshots")
     return Finding("git", Status.OK, f"git {version}; {root} is a work tree")

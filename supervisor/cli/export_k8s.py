@@ -9,7 +9,6 @@ the YAML, and with ``--validate`` checks it offline first.
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import click
@@ -17,12 +16,26 @@ import click
 from .context import AppContext, pass_app
 
 
-def _git(root: Path, *args: str) -> str | None:
+def _origin_and_branch(root: Path) -> tuple[str | None, str | None]:
+    """The origin remote's URL and the current branch, read with libgit2 (no git process runs what the
+    repository's config names)."""
+    from ..memory.gitrepo import GitError, RepoError, open_repo
+
     try:
-        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+        found = open_repo(root)
+    except RepoError:
+        return None, None
+    if found is None:
+        return None, None
+    try:
+        url = found.git.remotes["origin"].url or None
+    except (KeyError, GitError, ValueError):
+        url = None
+    try:
+        branch = None if found.git.head_is_detached else found.git.references["HEAD"].target.removeprefix("refs/heads/")
+    except (KeyError, GitError, ValueError, AttributeError):
+        branch = None
+    return url, branch or None
 
 
 def _local_path(url: str) -> bool:
@@ -83,10 +96,11 @@ def export_k8s(app: AppContext, units: tuple[str, ...], image: str, kind: str, r
         specs = {n: s for n, s in specs.items() if s.unit.enabled}
     if not specs:
         raise click.ClickException(f"no enabled unit in {settings.units_path}: name the units to export")
-    repo = repo or _git(root, "remote", "get-url", "origin")
+    origin, current = _origin_and_branch(root) if not (repo and branch) else (None, None)
+    repo = repo or origin
     if not repo:
         raise click.ClickException("the pods clone the project: give --repo URL (this project has no origin remote)")
-    branch = branch or _git(root, "symbolic-ref", "--short", "-q", "HEAD")
+    branch = branch or current
     if not branch:
         raise click.ClickException("give --branch: the project has no current branch to check out")
     if _local_path(repo):

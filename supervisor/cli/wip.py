@@ -71,7 +71,8 @@ Examples:
 @pass_app
 def show_cmd(app: AppContext, unit: str, number: int | None, stat_only: bool) -> None:
     """Show UNIT's WIP commit NUMBER (default: the newest): its message, its files and its diff."""
-    from ..memory.wip import WipError, find_wip, show_wip
+    from ..memory.wip import WipError, find_wip
+    from ..memory.wipview import show_wip
 
     try:
         click.echo(show_wip(_root(app), find_wip(_root(app), unit, number), patch=not stat_only))
@@ -94,7 +95,8 @@ def restore_cmd(app: AppContext, unit: str, number: int | None, force: bool) -> 
     stay as they are, so `git status` then shows them as local changes.  A file
     that changed since the WIP was saved is not overwritten unless --force.
     """
-    from ..memory.wip import WipError, find_wip, restore_wip
+    from ..memory.wip import WipError, find_wip
+    from ..memory.wipview import restore_wip
 
     try:
         item = find_wip(_root(app), unit, number)

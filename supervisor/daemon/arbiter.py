@@ -247,11 +247,16 @@ class Arbiter:
     def _ensure_store(self) -> None:
         """Scaffold .agent/ (idempotent, never overwrites): checkpoints and wakeups live there."""
         from ..memory import init_store
+        from ..memory.gitworker import isolate
+        from ..memory.wip import clean_leftovers
 
+        isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
         try:
             init_store(self.root)
         except OSError as exc:
             log.error("memory_store_unavailable", error=str(exc))
+        for path in clean_leftovers(self.root):  # a WIP save of an older version, killed mid-way, left its index
+            log.info("wip_leftover_removed", path=str(path))
 
     def _adapter(self, spec: UnitSpec) -> Adapter | None:
         from ..adapters import make_adapter

@@ -1,12 +1,16 @@
-"""Files in a scope and their git blob hashes, with a fixed, small number of processes.
+"""Files in a scope and their git blob hashes, read through libgit2 (no ``git`` process).
 
-Inside a git work tree a scope costs at most three ``git`` processes whatever
-its size: ``ls-files -s`` gives the index blob of every tracked file,
-``ls-files -m -o`` names the modified and untracked ones, and one
-``hash-object -w --stdin-paths`` hashes (and stores) just those, so
-``git cat-file -p HASH`` works for every recorded hash.  Outside git the same
-blob ids are computed in Python (``sha1("blob <size>\\0" + content)``) but
-nothing is stored.
+Inside a git work tree one pass of libgit2's index-to-work-tree diff below the
+scope's directories (:meth:`.gitrepo.Repo.scope`) names every tracked and
+untracked-not-ignored file with its state: an unchanged file's hash is its
+index blob; a changed or untracked one is stored in the object database **as
+its bytes are on disk** (no clean filter, no end-of-line conversion: a CRLF
+file keeps its CRLFs), so ``git cat-file -p HASH`` works for every recorded
+hash.  Where the object database cannot be written (an agent's own sandbox
+keeps ``.git`` read-only) the hashes are still computed and the snapshot's
+note says which contents were not stored.  Nothing the repository configures
+runs (see :mod:`.gitrepo`).  Outside git the same blob ids are computed in
+Python (``sha1("blob <size>\\0" + content)``) but nothing is stored.
 
 Scope globs are relative to the project root: ``*`` stays within a directory,
 ``**`` crosses directories, and a plain path names a file or a whole directory.
@@ -18,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,11 +29,16 @@ from pathlib import Path
 
 from .store import AGENT_DIR
 
-GIT_TIMEOUT = 60.0
 WALK_LIMIT = 5000
 #: agentd's own state directory (its default name): transcripts and sockets are never project files.
 STATE_DIR = ".agentd"
+#: The mode of a submodule (a gitlink) in an index or a tree: no blob.
+GITLINK = 0o160000
 SKIP_DIRS = {".git", AGENT_DIR, STATE_DIR, ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
+
+
+class RepoError(RuntimeError):
+    """The repository cannot be used as asked; the message says why and what to do."""
 
 
 @dataclass
@@ -82,61 +90,43 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return glob_regex(pattern)
 
 
-def _git(root: Path, args: list[str], stdin: bytes | None = None) -> bytes:
-    proc = subprocess.run(
-        ["git", *args],
-        cwd=root,
-        input=stdin,
-        capture_output=True,
-        timeout=GIT_TIMEOUT,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout
+def _repo(root: Path):  # -> gitrepo.Repo | None (libgit2 is imported only when a scope is read)
+    from .gitrepo import open_repo
+
+    return open_repo(root)
+
+
+def _scope(repo, patterns: Sequence[str]):  # -> dict[str, gitrepo.Seen]
+    """Every path of the scope; a libgit2 failure is a RuntimeError naming it (what callers catch)."""
+    from .gitrepo import GitError
+
+    try:
+        return repo.scope(patterns, unmodified=True)
+    except (GitError, OSError) as exc:
+        raise RuntimeError(f"cannot read the scope's files from git: {exc}") from None
 
 
 def in_git(root: Path) -> bool:
-    """True when ``root`` is inside a git work tree.
-
-    A ``.git`` entry in ``root`` or a parent is looked for first, so that the
-    common "not a repository" case costs no process.
-    """
-    if not any((p / ".git").exists() for p in (Path(root).resolve(), *Path(root).resolve().parents)):
-        return False
+    """True when ``root`` is inside a git work tree (a refused one too: reading it then says why)."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, timeout=GIT_TIMEOUT
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and out.stdout.strip() == b"true"
-
-
-def _pathspecs(patterns: Sequence[str]) -> list[str]:
-    specs = [f":(glob){p.strip().rstrip('/')}" for p in patterns if p.strip()]
-    # a glob pathspec without wildcards matches the path itself only; add the directory form
-    specs += [f":(glob){p.strip().rstrip('/')}/**" for p in patterns if p.strip() and "**" not in p]
-    # (no ":(exclude).agent" here: git 2.39 matches nothing when it is combined with
-    # ":(glob)" in ls-files; .agent/ is filtered out by _split_z instead)
-    return ["--", *(specs or ["."])]
-
-
-def _split_z(data: bytes) -> list[str]:
-    """NUL-separated git output, without anything under .agent/ or agentd's state directory."""
-    out = data.decode("utf-8", errors="surrogateescape").split("\0")
-    hidden = (AGENT_DIR + "/", STATE_DIR + "/")
-    return [p for p in out if p and not p.startswith(hidden) and not any(f"\t{h}" in p for h in hidden)]
+        return _repo(root) is not None
+    except RepoError:
+        return True
 
 
 def list_files(root: Path, patterns: Sequence[str], *, limit: int | None = None) -> list[str]:
     """Sorted files of the scope (tracked and untracked-not-ignored in git; walked otherwise)."""
-    if in_git(root):
-        out = _git(root, ["ls-files", "-c", "-o", "--exclude-standard", "-z", *_pathspecs(patterns)])
-        files = sorted({p for p in _split_z(out) if (root / p).is_file() or (root / p).is_symlink()})
-    else:
-        files = sorted(_walk(root, patterns, WALK_LIMIT))
+    from .gitworker import run
+
+    files = run(_list_files, root, list(patterns), what="listing the scope's files")
     return files[:limit] if limit is not None else files
+
+
+def _list_files(root: Path, patterns: Sequence[str]) -> list[str]:
+    repo = _repo(root)
+    if repo is None:
+        return sorted(_walk(root, patterns, WALK_LIMIT))
+    return sorted(p for p, s in _scope(repo, patterns).items() if s.status != "D" and s.mode != GITLINK)
 
 
 def _walk(root: Path, patterns: Sequence[str], limit: int) -> Iterable[str]:
@@ -160,7 +150,14 @@ def blob_hash(data: bytes) -> str:
 
 def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
     """Blob hashes of every file in the scope (see the module docstring)."""
-    if not in_git(root):
+    from .gitworker import run
+
+    return run(_scope_hashes, root, list(patterns), what="hashing the scope's files")
+
+
+def _scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
+    repo = _repo(root)
+    if repo is None:
         files: dict[str, str] = {}
         for rel in _walk(root, patterns, WALK_LIMIT):
             try:
@@ -171,26 +168,57 @@ def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:
         if len(files) >= WALK_LIMIT:
             note += f"; scope truncated to the first {WALK_LIMIT} files"
         return ScopeFiles(files=files, git=False, note=note)
-    specs = _pathspecs(patterns)
+    from .gitrepo import GitError
+    from .worktree import MAX_BLOB, TooLarge, hash_worktree
+
     files = {}
-    for entry in _split_z(_git(root, ["ls-files", "-s", "-z", *specs])):
-        meta, _, path = entry.partition("\t")
-        mode, blob, _stage = meta.split(" ")
-        if mode != "160000":  # submodules have no blob
-            files[path] = blob
-    dirty = sorted(set(_split_z(_git(root, ["ls-files", "-m", "-o", "--exclude-standard", "-z", *specs]))))
-    present = [p for p in dirty if (root / p).is_file()]
-    for p in dirty:
-        if p not in present:
-            files.pop(p, None)  # deleted in the work tree
-    if present:
-        out = _git(root, ["hash-object", "-w", "--stdin-paths"], stdin="\n".join(present).encode() + b"\n")
-        files.update(zip(present, out.decode().split(), strict=True))
-    return ScopeFiles(files=dict(sorted(files.items())), git=True, note="")
+    unstored: list[str] = []
+    too_large: list[str] = []
+    why = ""
+    for rel, seen in sorted(_scope(repo, patterns).items()):
+        if seen.mode == GITLINK or seen.status == "D":
+            continue  # a submodule has no blob; a deleted file is not in the scope any more
+        if seen.status == "" and seen.blob:
+            files[rel] = seen.blob
+            continue
+        if not why:
+            try:
+                got = repo.store(rel)
+                if got is not None:
+                    files[rel] = got[0]
+                continue
+            except TooLarge:
+                too_large.append(rel)
+                continue
+            except (GitError, OSError) as exc:  # .git read-only (an agent's own sandbox): hash, store nothing
+                why = str(exc).strip() or type(exc).__name__
+        blob = hash_worktree(repo.top, repo.to_top(rel))
+        if blob is not None:
+            files[rel] = blob
+            unstored.append(rel)
+        elif (repo.top / repo.to_top(rel)).is_file():
+            too_large.append(rel)
+    notes = []
+    if too_large:
+        notes.append(f"{len(too_large)} file(s) over {MAX_BLOB // 2**20} MiB not recorded: {', '.join(too_large[:5])}")
+    note = ""
+    if unstored:
+        shown = ", ".join(unstored[:5]) + (f" (+{len(unstored) - 5} more)" if len(unstored) > 5 else "")
+        note = (f"the content of {len(unstored)} changed file(s) was not stored ({why}): {shown}; "
+                "their hashes are right, but `agentd snapshot show --file` cannot return them")
+    return ScopeFiles(files=files, git=True, note="; ".join(filter(None, [note, *notes])))
 
 
 def cat_blob(root: Path, blob: str) -> bytes:
-    """Content of ``blob`` from the repository (``git cat-file -p``)."""
+    """Content of ``blob`` from the repository, as stored (``git cat-file -p``; no filter runs)."""
     if not re.fullmatch(r"[0-9a-f]{7,64}", blob):
         raise ValueError(f"{blob!r} is not a blob hash")
-    return _git(root, ["cat-file", "-p", blob])
+    from .gitrepo import GitError
+
+    repo = _repo(root)
+    if repo is None:
+        raise RuntimeError(f"{root} is not in a git work tree")
+    try:
+        return repo.blob_data(blob)
+    except (GitError, KeyError, ValueError) as exc:
+        raise RuntimeError(f"no blob {blob}: {exc}") from None

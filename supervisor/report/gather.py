@@ -13,6 +13,8 @@ compared with the session before it.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,15 +34,23 @@ HASH_LIMIT = 32 * 1024 * 1024
 
 
 def blob_of(root: Path, path: str) -> str | None:
-    """The git blob id of ``path`` (relative to ``root``, or absolute) now; None when it is not a file."""
+    """The git blob id of ``path`` (relative to ``root``, or absolute) now; None when it is not a file.
+
+    The bytes as they are (no filter), and a symlink as its target's text, as git and the snapshots store
+    it: never followed, so a link an agent made is not read through.
+    """
     full = Path(path) if path.startswith("/") else Path(root) / path
     try:
-        if not full.is_file():
+        info = full.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            return blob_hash(os.fsencode(os.readlink(full)))
+        if not stat.S_ISREG(info.st_mode):
             return None
-        info = full.stat()
         if info.st_size > HASH_LIMIT:
             return f"large:{info.st_size}:{info.st_mtime_ns}"
-        return blob_hash(full.read_bytes())
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # swapped for a FIFO: no wait
+        with os.fdopen(fd, "rb") as fh:
+            return blob_hash(fh.read()) if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
     except OSError:
         return None
 

@@ -2,6 +2,9 @@
 
 Nothing is ever deleted: the content being replaced is copied into the
 quarantine directory first.  Writes go through :func:`supervisor.durable.atomic_write`.
+The repository is read through libgit2 (:mod:`supervisor.memory.gitrepo`):
+the daemon reverts while the agent runs, and the agent can write ``.git/``,
+so no git process (and no smudge filter, hook or fsmonitor it configured) runs.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import secrets
 import re
 import shutil
 import stat
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -22,11 +24,16 @@ from ..durable import atomic_write, fsync_dir
 
 #: Prefix of the temporary files :func:`revert` writes; the watcher never reports them.
 TEMP_PREFIX = ".agentd-revert-"
-GIT_TIMEOUT = 60.0
 
 
-def _git(root: Path, args: list[str]) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=GIT_TIMEOUT, check=False)
+def _repo(root: Path) -> Any:  # a memory.gitrepo.Repo, or None outside git (or in a repository agentd refuses)
+    from ..memory.gitfiles import RepoError
+    from ..memory.gitrepo import open_repo
+
+    try:
+        return open_repo(root)
+    except RepoError:
+        return None
 
 
 def content_digest(path: Path) -> str:
@@ -67,26 +74,57 @@ def _safe_target(root: Path, path: str) -> Path:
     return target
 
 
-def _head_entry(root: Path, rel: str) -> tuple[str, str, str] | None:
+def _head_entry(repo: Any, rel: str) -> tuple[str, str, str] | None:
     """(mode, type, hash) of ``rel`` in HEAD, or None (untracked, no HEAD, or not a repository)."""
-    out = _git(root, ["ls-tree", "-z", "--full-tree", "HEAD", "--", rel])
-    if out.returncode != 0 or not out.stdout:
+    tree = repo.head_tree() if repo is not None else None
+    if tree is None:
         return None
-    meta, _, name = out.stdout.split(b"\0")[0].decode("utf-8", "surrogateescape").partition("\t")
-    if name != rel:
+    try:
+        entry = tree[repo.to_top(rel)]
+    except (KeyError, ValueError):
         return None
-    mode, kind, obj = meta.split(" ")
-    return mode, kind, obj
+    return f"{entry.filemode:06o}", entry.type_str, str(entry.id)
 
 
-def _blob_bytes(root: Path, rel: str, blob: str) -> bytes | None:
-    """Work-tree bytes of ``blob`` as checkout would write them for ``rel`` (smudge/eol filters applied)."""
-    if not re.fullmatch(r"[0-9a-f]{7,64}", blob):
+def _blob_bytes(repo: Any, blob: str) -> bytes | None:
+    """The bytes of ``blob`` as stored: no smudge or end-of-line filter runs (they are commands, or settings,
+    an agent can write into .git/)."""
+    if repo is None or not re.fullmatch(r"[0-9a-f]{7,64}", blob):
         return None
-    out = _git(root, ["cat-file", f"--path={rel}", "--filters", blob])
-    if out.returncode != 0:
-        out = _git(root, ["cat-file", "blob", blob])  # e.g. a smudge filter that is not installed
-    return out.stdout if out.returncode == 0 else None
+    try:
+        return repo.blob_data(blob)
+    except Exception:  # noqa: BLE001 - a missing or ambiguous blob: nothing to restore from
+        return None
+
+
+def _source(root: Path, rel: str, snapshot: dict[str, Any] | None) -> tuple[bytes | None, str, str] | str:
+    """(the bytes to put back or None, where they come from, their git mode); or why not to revert."""
+    repo = _repo(root)
+    data: bytes | None = None
+    source, git_mode = "", "100644"
+    entry = _head_entry(repo, rel)
+    if entry is not None:
+        git_mode, kind, obj = entry
+        if kind != "blob":
+            return f"{rel} is a {'submodule' if kind == 'commit' else kind} in HEAD; not reverted"
+        data = _blob_bytes(repo, obj)
+        source = "HEAD"
+    if data is None and snapshot:
+        blob = (snapshot.get("files") or {}).get(rel)
+        if blob:
+            data = _blob_bytes(repo, blob)
+            source = f"{snapshot.get('id', 'snapshot')} (blob {blob[:12]})"
+    return data, source, git_mode
+
+
+def _current(target: Path) -> bytes | None:
+    """What a regular file holds now (None for anything else: a FIFO is never opened to wait on a writer)."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
 
 
 def _quarantine_path(rel: str, quarantine_dir: Path, stamp: str) -> Path:
@@ -137,11 +175,11 @@ def revert(root: Path, path: str, snapshot: dict[str, Any] | None, quarantine_di
 
     Where the content comes from, in order:
 
-    1. ``HEAD``, when the file is tracked there (``git cat-file --filters``:
-       the bytes ``git checkout`` would write, which are the blob's bytes
-       unless the repository sets smudge or end-of-line filters);
-    2. else the blob ``snapshot["files"][path]`` (a snapshot's hashes were
-       stored with ``hash-object -w``);
+    1. ``HEAD``, when the file is tracked there: the blob's bytes as stored
+       (no smudge or end-of-line filter runs: in a repository that sets one,
+       the file comes back as git stores it, not as ``git checkout`` writes it);
+    2. else the blob ``snapshot["files"][path]`` (a snapshot stores the bytes
+       of a changed file as they were on disk);
     3. else (the file is new) it is moved into ``quarantine_dir``.
 
     Whatever is replaced is first copied into ``quarantine_dir/<time>/<path>``,
@@ -160,21 +198,12 @@ def revert(root: Path, path: str, snapshot: dict[str, Any] | None, quarantine_di
     if exists and target.is_dir() and not target.is_symlink():
         return f"{rel} is a directory; not reverted"
 
-    data: bytes | None = None
-    source = ""
-    git_mode = "100644"
-    entry = _head_entry(root, rel)
-    if entry is not None:
-        git_mode, kind, obj = entry
-        if kind != "blob":
-            return f"{rel} is a {'submodule' if kind == 'commit' else kind} in HEAD; not reverted"
-        data = _blob_bytes(root, rel, obj)
-        source = "HEAD"
-    if data is None and snapshot:
-        blob = (snapshot.get("files") or {}).get(rel)
-        if blob:
-            data = _blob_bytes(root, rel, blob)
-            source = f"{snapshot.get('id', 'snapshot')} (blob {blob[:12]})"
+    from ..memory.gitworker import run
+
+    found = run(_source, root, rel, snapshot, what=f"reading {rel} from git")
+    if isinstance(found, str):
+        return found
+    data, source, git_mode = found
     symlink = git_mode == "120000"
 
     if data is None:
@@ -186,7 +215,7 @@ def revert(root: Path, path: str, snapshot: dict[str, Any] | None, quarantine_di
     if exists:
         if symlink and target.is_symlink() and os.fsencode(os.readlink(target)) == data:
             return f"{rel}: already as in {source}; nothing to do"
-        if not symlink and not target.is_symlink() and target.read_bytes() == data:
+        if not symlink and not target.is_symlink() and _current(target) == data:
             return f"{rel}: already as in {source}; nothing to do"
         mode = None if target.is_symlink() else stat.S_IMODE(os.lstat(target).st_mode)
         kept = _quarantine(target, rel, quarantine_dir, stamp, copy=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -79,3 +80,39 @@ def test_whole_project_scope_excludes_the_store(repo: Path):
     rec = record_decision(repo, "global", WHY, now=T0)
     files = snapshots.load_id(AgentPaths(repo), rec.snapshot)["files"]
     assert set(files) == {"src/core/a.py", "src/core/b.py", "src/ui.ts"}
+
+
+DECIDE_IN_SANDBOX = """
+import sys
+from pathlib import Path
+from supervisor.memory import record_decision
+print(record_decision(Path(sys.argv[1]), "decided where .git is read-only", sys.argv[2], module="core",
+                      scope_paths=["src/core"]).snapshot)
+"""
+
+
+def test_a_decide_where_git_is_read_only_keeps_the_decision_and_the_hashes(repo: Path, tmp_path: Path):
+    """Codex's own sandbox keeps .git read-only: the object database cannot be written, the decision still is."""
+    import sys
+
+    from supervisor.session.fence import Fence, FenceSpec
+
+    (repo / "src" / "core" / "a.py").write_text("changed where git is read-only\n")
+    (repo / "src" / "core" / "new.py").write_text("new\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    fence = Fence.build(FenceSpec.of(dirs=[repo / ".agent", tmp]))
+    try:
+        out = subprocess.run([sys.executable, "-c", DECIDE_IN_SANDBOX, str(repo), WHY], cwd=repo, capture_output=True,
+                             text=True, timeout=60, preexec_fn=fence, pass_fds=fence.fds, env={**os.environ, "TMPDIR": str(tmp)})
+    finally:
+        fence.close()
+    assert out.returncode == 0, out.stderr
+    data = snapshots.load_id(AgentPaths(repo), out.stdout.strip())
+    assert data["files"]["src/core/a.py"] == blob_hash(b"changed where git is read-only\n")
+    assert data["files"]["src/core/new.py"] == blob_hash(b"new\n")
+    assert data["files"]["src/core/b.py"] == git(repo, "rev-parse", "HEAD:src/core/b.py").strip()  # the index's
+    assert "was not stored" in data["note"] and "src/core/a.py" in data["note"]
+    with pytest.raises(StoreError, match="not in the repository"):
+        snapshots.file_content(AgentPaths(repo), data["id"], "src/core/new.py")
+    assert snapshots.file_content(AgentPaths(repo), data["id"], "src/core/b.py") == b"b = 'b'\n"

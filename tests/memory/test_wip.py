@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, restore_wip, save_wip, thin
+from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, save_wip, thin
+from supervisor.memory.wipview import restore_wip
 from tests.memory.conftest import git
 
 SCOPE = ["src/core/**"]
@@ -161,3 +162,96 @@ def test_the_wip_commands(repo: Path) -> None:
     assert (repo / "src" / "core" / "a.py").read_text() == "saved\n"
     missing = agentd(repo, "wip", "show", "core", "7")
     assert missing.returncode == 1 and "has no WIP 7; it has 1" in missing.stderr
+
+
+def blobs_of(root: Path, commit: str) -> dict[str, tuple[int, bytes]]:
+    """Every file of the commit's tree: path -> (mode, bytes), read with libgit2."""
+    import pygit2
+
+    from supervisor.memory.gitrepo import leaves
+
+    tree = pygit2.Repository(str(root))[commit].peel(pygit2.Tree)
+    return {path: (entry.filemode, entry.data) for path, entry in leaves(tree)}
+
+
+def test_a_held_index_lock_a_broken_index_and_a_large_file_do_not_stop_a_save(repo: Path) -> None:
+    lock = repo / ".git" / "index.lock"
+    lock.write_bytes(b"someone else's")  # a git of the person, or an agent, is writing the index
+    big = os.urandom(9 * 1024 * 1024)  # more than STREAM_OVER: streamed into the object database
+    (repo / "src" / "core" / "big.bin").write_bytes(big)
+    (repo / "src" / "core" / "a.py").write_text("locked\n")
+    first = save_wip(repo, "core", SCOPE, moment="crash")
+    assert first is not None and lock.read_bytes() == b"someone else's"
+    saved = blobs_of(repo, first.commit)
+    assert saved["src/core/big.bin"][1] == big and saved["src/core/a.py"][1] == b"locked\n"
+    lock.unlink()
+    (repo / ".git" / "index").write_bytes(b"not an index at all")  # an agent can break it: keeping must still work
+    (repo / "src" / "core" / "a.py").write_text("broken index\n")
+    second = save_wip(repo, "core", SCOPE, moment="crash")
+    assert second is not None and second.number == 2
+    assert blobs_of(repo, second.commit)["src/core/a.py"][1] == b"broken index\n"
+    from supervisor.memory.gitfiles import list_files
+
+    assert list_files(repo, SCOPE) == ["src/core/a.py", "src/core/b.py", "src/core/big.bin"]
+    assert changed_paths(repo, SCOPE) == ["src/core/a.py", "src/core/big.bin"]
+    assert (repo / ".git" / "index").read_bytes() == b"not an index at all"  # left as it was
+
+
+def test_symlinks_are_saved_as_links_and_never_followed(repo: Path, tmp_path: Path) -> None:
+    from supervisor.memory.worktree import read_worktree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"the daemon can read this, the agent cannot\n")
+    (repo / "src" / "core" / "to-dir").symlink_to(outside)
+    (repo / "src" / "core" / "to-file").symlink_to(outside / "secret")
+    wip = save_wip(repo, "core", SCOPE, moment="stop")
+    assert wip is not None
+    saved = blobs_of(repo, wip.commit)
+    assert saved["src/core/to-dir"] == (0o120000, str(outside).encode())
+    assert saved["src/core/to-file"] == (0o120000, str(outside / "secret").encode())
+    assert not any(b"the daemon can read" in data for _mode, data in saved.values())
+    assert read_worktree(repo, "src/core/to-dir/secret") is None  # a symlinked directory on the way: nothing read
+    assert read_worktree(repo, "src/core/a.py") == (b"one = 1\ntwo = 2\nthree = 3\n", 0o100644)
+
+
+def test_a_linked_worktree_saves_on_the_shared_refs(repo: Path, tmp_path: Path) -> None:
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    (linked / "src" / "core" / "a.py").write_text("in the linked worktree\n")
+    wip = save_wip(linked, "core", SCOPE, moment="stop")
+    assert wip is not None and [w.commit for w in list_wips(repo, "core")] == [wip.commit]
+    assert blobs_of(repo, wip.commit)["src/core/a.py"][1] == b"in the linked worktree\n"
+    assert (repo / "src" / "core" / "a.py").read_text() == "one = 1\ntwo = 2\nthree = 3\n"
+
+
+def test_a_project_below_the_top_of_its_repository(tmp_path: Path) -> None:
+    top = tmp_path / "mono"
+    (top / "proj" / "src").mkdir(parents=True)
+    (top / "other").mkdir()
+    (top / "proj" / "src" / "m.py").write_text("m = 1\n")
+    (top / "other" / "o.py").write_text("o = 1\n")
+    git(tmp_path, "init", "-q", str(top))
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "init")
+    (top / "proj" / "src" / "m.py").write_text("m = 2\n")
+    (top / "other" / "o.py").write_text("o = 2\n")  # outside the project: never saved
+    root = top / "proj"
+    assert changed_paths(root, ["src/**"]) == ["src/m.py"] and changed_paths(root, []) == ["src/m.py"]
+    wip = save_wip(root, "u", [], moment="stop")
+    assert wip is not None and [c.describe() for c in wip.changes] == ["M src/m.py"]
+    saved = blobs_of(top, wip.commit)
+    assert saved["proj/src/m.py"][1] == b"m = 2\n" and saved["other/o.py"][1] == b"o = 1\n"
+
+
+def test_the_temporary_indexes_older_versions_left_are_removed(repo: Path) -> None:
+    from supervisor.memory.wip import clean_leftovers
+
+    left = [repo / ".git" / "agentd-wip-x1y2z3.index", repo / ".git" / "agentd-wip-aaaaaa.index"]
+    for path in left:
+        path.write_bytes(b"DIRC")
+    keep = repo / ".git" / "agentd-wip-notes.txt"
+    keep.write_text("not a leftover\n")
+    assert sorted(clean_leftovers(repo)) == sorted(left)
+    assert not any(p.exists() for p in left) and keep.exists()
+    assert clean_leftovers(repo) == []
