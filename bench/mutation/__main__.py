@@ -1,0 +1,124 @@
+"""Mutation run over agentd's pure modules: ``python -m bench.mutation [MODULE ...] [-j N] [--no-write]``.
+
+Not part of CI (it takes minutes, and its figure is a measure, not a gate);
+run it with the project's interpreter (``.venv/bin/python``).  With no
+module, every module of :data:`.targets.TARGETS` runs; a module may be named
+by its dotted name or its path (``supervisor/daemon/lifecycle.py``) or its
+last part (``lifecycle``).  The results of the modules that ran replace
+theirs in ``bench/mutation/results.json``, and ``bench/mutation/RESULTS.md``
+is written from that file: the score per module and each survivor, with the
+reason when it is known to be equivalent.  ``--report`` rewrites
+RESULTS.md from results.json (after editing a reason) without running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .runner import KILLED, BaselineFailed, preload, run_module
+from .targets import EQUIVALENT, TARGETS
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+REPORT = HERE / "RESULTS.md"
+
+
+def resolve(name: str) -> str:
+    dotted = name.removesuffix(".py").replace("/", ".")
+    for target in TARGETS:
+        if target == dotted or target.endswith("." + dotted) or target == "supervisor." + dotted:
+            return target
+    raise SystemExit(f"unknown module {name!r}; known: {', '.join(TARGETS)}")
+
+
+def score(module: dict[str, Any]) -> dict[str, Any]:
+    outcomes = module["outcomes"]
+    equivalent = EQUIVALENT.get(module["module"], {})
+    killed = sum(o["status"] in KILLED for o in outcomes)
+    survivors = [o for o in outcomes if o["status"] not in KILLED]
+    known = [o for o in survivors if o["key"] in equivalent]
+    total = len(outcomes)
+    counted = total - len(known)
+    return {"total": total, "killed": killed, "equivalent": len(known), "survived": len(survivors) - len(known),
+            "score": round(100.0 * killed / counted, 1) if counted else 100.0,
+            "raw": round(100.0 * killed / total, 1) if total else 100.0}
+
+
+def write_report(data: dict[str, Any]) -> None:
+    lines = ["# Mutation run: the pure modules against their own tests", "",
+             "Written by `python -m bench.mutation` (see `bench/mutation/README.md` for what it does and why).",
+             "Score: killed / (mutants - equivalent); raw: killed / mutants.  A timeout counts as killed.", "",
+             "| module | mutants | killed | equivalent | surviving | score | raw | tests | seconds |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for name in TARGETS:
+        module = data.get(name)
+        if module is None:
+            lines.append(f"| {name} | not run | | | | | | | |")
+            continue
+        s = score(module)
+        tests = " ".join(module["tests"])
+        lines.append(f"| {name} | {s['total']} | {s['killed']} | {s['equivalent']} | {s['survived']} | "
+                     f"{s['score']}% | {s['raw']}% | `{tests}` | {module['seconds']} |")
+    for name in TARGETS:
+        module = data.get(name)
+        if module is None:
+            continue
+        equivalent = EQUIVALENT.get(name, {})
+        survivors = [o for o in module["outcomes"] if o["status"] not in KILLED]
+        if not survivors:
+            continue
+        lines += ["", f"## {name}: survivors", ""]
+        for o in survivors:
+            why = equivalent.get(o["key"])
+            tag = f"equivalent, because {why}" if why else f"**{o['status']}: not yet killed**"
+            lines.append(f"- `{o['key']}` ({o['description'].split(':')[0]}, {o['operator']}): {tag}")
+    REPORT.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.mutation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help="modules to run (default: every target)")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="children at a time (default 2)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave results.json and RESULTS.md")
+    parser.add_argument("--report", action="store_true", help="rewrite RESULTS.md from results.json and stop")
+    parser.add_argument("--survivors", action="store_true", help="print each survivor as the run goes")
+    args = parser.parse_args(argv)
+    data: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.report:
+        write_report(data)
+        return 0
+    preload()
+    names = [resolve(m) for m in args.modules] or list(TARGETS)
+    failed = 0
+    for name in names:
+        def progress(text: str) -> None:
+            if not text.startswith("  ") or (args.survivors and ("survived" in text or "uncovered" in text)):
+                print(text, flush=True)
+
+        try:
+            report = run_module(name, TARGETS[name], parallel=args.jobs, progress=progress).as_dict()
+        except BaselineFailed as exc:
+            print(exc, file=sys.stderr)
+            failed += 1
+            continue
+        s = score(report)
+        print(f"{name}: {s['killed']}/{s['total']} killed, {s['equivalent']} equivalent, "
+              f"{s['survived']} surviving: {s['score']}% ({report['seconds']}s)", flush=True)
+        for o in report["outcomes"]:
+            if o["status"] not in KILLED and o["key"] not in EQUIVALENT.get(name, {}):
+                print(f"  {o['status']:9} {o['key']}  [{o['description'].split(':')[0]}]")
+            if o["status"] == "error":
+                print(o["detail"], file=sys.stderr)
+        data[name] = report
+    if not args.no_write:
+        RESULTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        write_report(data)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
