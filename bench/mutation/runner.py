@@ -205,6 +205,7 @@ def _start(job: _Job, name: str, path: Path, work: Path, index: int) -> tuple[in
         code = 3
         try:
             os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
@@ -225,9 +226,10 @@ def run_jobs(jobs: list[_Job], name: str, path: Path, parallel: int,
              done: Callable[[_Job, str, float, Path, Path], None]) -> None:
     """Run ``jobs`` in forked children, ``parallel`` at a time; ``done(job, status, seconds, out, log)``."""
     work = Path(tempfile.mkdtemp(prefix="agentd-mutation-"))
+    queue = list(enumerate(jobs))
+    running: dict[int, tuple[_Job, float, Path, Path]] = {}
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        queue = list(enumerate(jobs))
-        running: dict[int, tuple[_Job, float, Path, Path]] = {}
         while queue or running:
             while queue and len(running) < parallel:
                 index, job = queue.pop(0)
@@ -262,7 +264,18 @@ def run_jobs(jobs: list[_Job], name: str, path: Path, parallel: int,
                 result = "killed"  # the mutant crashed the interpreter
             done(job, result, time.monotonic() - began, out, log)
     finally:
+        for cpid in running:  # interrupted: end every child still running, with its group
+            try:
+                os.killpg(cpid, signal.SIGKILL)
+                os.waitpid(cpid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def module_path(name: str) -> Path:

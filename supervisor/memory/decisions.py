@@ -341,13 +341,8 @@ def log_modules(paths: AgentPaths) -> list[str | None]:
     """Every module with a log or epoch on disk (None is the global log), global first."""
     if not paths.dir.is_dir():
         return [None]
-    found: set[str] = set()
-    for name in os.listdir(paths.dir):
-        if _GLOBAL_EPOCH_RE.fullmatch(name) or name == "decisions.log":
-            continue
-        m = _MODULE_LOG_RE.fullmatch(name)
-        if m:
-            found.add(m.group(1))
+    found = {m.group(1) for name in os.listdir(paths.dir)
+             if not _GLOBAL_EPOCH_RE.fullmatch(name) and (m := _MODULE_LOG_RE.fullmatch(name))}
     return [None, *sorted(found)]
 
 

@@ -213,7 +213,7 @@ def parse(line: str) -> Decision:
     return Decision(
         time=time,
         decision=_unescape(values["decision"]),
-        why=_unescape(values.get("why", "")),
+        why=_unescape(values["why"]),
         tags=tuple(tags),
         files=files,
         snapshot=_unescape(values.get("snapshot", "")),

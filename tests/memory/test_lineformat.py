@@ -177,6 +177,7 @@ def test_escape_and_unescape():
     assert lineformat._unescape("end\\") == "end\\"  # a lone backslash at the end stays
     assert lineformat._split_unescaped("a,b\\,c,d\\", ",") == ["a", "b\\,c", "d\\"]
     assert lineformat._split_unescaped("a|b", "|") == ["a", "b"]
+    assert lineformat._split_unescaped("a\\|", "|") == ["a\\|"]  # an escaped separator at the very end
 
 
 @pytest.mark.parametrize("why", ["since it is slow, therefore we cache", "due to load, thus a queue",
