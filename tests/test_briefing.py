@@ -8,7 +8,9 @@ a cut and a trim say, and that the constraints are never cut or trimmed.
 
 from __future__ import annotations
 
-from supervisor.continuity.briefing import NEVER_CUT, Section, cut_text, fit, item_cap, render
+from supervisor.continuity.briefing import Section, cut_text, fit, item_cap, render
+
+NEVER_CUT = "constraints"  # the key the wakeup gives its constraints section (a literal: it is the contract)
 from supervisor.tokens import estimate_tokens
 
 
@@ -35,7 +37,10 @@ def test_an_items_ref_is_its_own_command_else_the_sections_restore() -> None:
     assert s.items == ["a", "b"] and s.refs == ["agentd recall a", ""]
     assert s.ref(0) == "agentd recall a"
     assert s.ref(1) == "agentd recall --kind decision"  # "" means the restore
-    assert s.ref(5) == "agentd recall --kind decision"  # no ref recorded at all
+    assert s.ref(2) == s.ref(5) == "agentd recall --kind decision"  # no ref recorded at all
+    s.add("c")
+    assert s.refs[-1] == "" and s.ref(2) == "agentd recall --kind decision"
+    assert Section("k", "K", ["x"]).ref(0) == ""  # neither a ref nor a restore
 
 
 def test_render_joins_header_and_sections_with_blank_lines() -> None:
@@ -156,6 +161,6 @@ def test_the_constraints_are_never_trimmed_even_when_named_and_over_budget() -> 
 
 def test_sections_missing_from_the_trim_order_keep_their_items() -> None:
     kept = section("kept", ["k" * 200])
-    gone = section("gone", ["g" * 200])
+    gone = Section("gone", "Gone", ["g" * 200, "h" * 200])  # items given whole, without refs
     fit("H", [kept, gone], 20, ["gone"])
-    assert kept.items and kept.trimmed == 0 and gone.items == []
+    assert kept.items and kept.trimmed == 0 and gone.items == [] and gone.trimmed == 2 and gone.refs == []

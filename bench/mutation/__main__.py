@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .runner import KILLED, BaselineFailed, preload, run_module
-from .targets import EQUIVALENT, TARGETS
+from .targets import EQUIVALENT, KEPT, TARGETS
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -51,7 +51,10 @@ def score(module: dict[str, Any]) -> dict[str, Any]:
 def write_report(data: dict[str, Any]) -> None:
     lines = ["# Mutation run: the pure modules against their own tests", "",
              "Written by `python -m bench.mutation` (see `bench/mutation/README.md` for what it does and why).",
-             "Score: killed / (mutants - equivalent); raw: killed / mutants.  A timeout counts as killed.", "",
+             "Score: killed / (mutants - equivalent); raw: killed / mutants.  A timeout counts as killed.",
+             "A survivor is *equivalent* (no caller can see the change; left out of the score), *kept alive* (a",
+             "change a test could see but should not pin, such as a tuning number; counted against the score), or",
+             "not yet killed.", "",
              "| module | mutants | killed | equivalent | surviving | score | raw | tests | seconds |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for name in TARGETS:
@@ -73,8 +76,9 @@ def write_report(data: dict[str, Any]) -> None:
             continue
         lines += ["", f"## {name}: survivors", ""]
         for o in survivors:
-            why = equivalent.get(o["key"])
-            tag = f"equivalent, because {why}" if why else f"**{o['status']}: not yet killed**"
+            why, kept = equivalent.get(o["key"]), KEPT.get(name, {}).get(o["key"])
+            tag = (f"equivalent, because {why}" if why else f"kept alive ({o['status']}), because {kept}" if kept
+                   else f"**{o['status']}: not yet killed**")
             lines.append(f"- `{o['key']}` ({o['description'].split(':')[0]}, {o['operator']}): {tag}")
     REPORT.write_text("\n".join(lines) + "\n")
 
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {s['killed']}/{s['total']} killed, {s['equivalent']} equivalent, "
               f"{s['survived']} surviving: {s['score']}% ({report['seconds']}s)", flush=True)
         for o in report["outcomes"]:
-            if o["status"] not in KILLED and o["key"] not in EQUIVALENT.get(name, {}):
+            if o["status"] not in KILLED and o["key"] not in EQUIVALENT.get(name, {}) | KEPT.get(name, {}):
                 print(f"  {o['status']:9} {o['key']}  [{o['description'].split(':')[0]}]")
             if o["status"] == "error":
                 print(o["detail"], file=sys.stderr)
