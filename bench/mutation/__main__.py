@@ -35,6 +35,15 @@ def resolve(name: str) -> str:
     raise SystemExit(f"unknown module {name!r}; known: {', '.join(TARGETS)}")
 
 
+def merged(old: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the outcomes of the mutants run ``again`` replaced (the module must not have changed)."""
+    fresh = {o["key"]: o for o in again["outcomes"]}
+    out = dict(old, tests=again["tests"], baseline_seconds=again["baseline_seconds"],
+               seconds=round(old["seconds"] + again["seconds"], 1))
+    out["outcomes"] = [fresh.get(o["key"], o) for o in old["outcomes"]]
+    return out
+
+
 def score(module: dict[str, Any]) -> dict[str, Any]:
     outcomes = module["outcomes"]
     equivalent = EQUIVALENT.get(module["module"], {})
@@ -90,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave results.json and RESULTS.md")
     parser.add_argument("--report", action="store_true", help="rewrite RESULTS.md from results.json and stop")
     parser.add_argument("--survivors", action="store_true", help="print each survivor as the run goes")
+    parser.add_argument("--again", action="store_true",
+                        help="run only the module's survivors of results.json again (after new tests) and merge")
     args = parser.parse_args(argv)
     data: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.report:
@@ -103,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
             if not text.startswith("  ") or (args.survivors and ("survived" in text or "uncovered" in text)):
                 print(text, flush=True)
 
+        only = None
+        if args.again and name in data:
+            alive = {o["key"] for o in data[name]["outcomes"] if o["status"] not in KILLED}
+            only = lambda m, alive=alive: m.key in alive  # noqa: E731
         try:
-            report = run_module(name, TARGETS[name], parallel=args.jobs, progress=progress).as_dict()
+            report = run_module(name, TARGETS[name], parallel=args.jobs, progress=progress, only=only).as_dict()
+            if only is not None:
+                report = merged(data[name], report)
         except BaselineFailed as exc:
             print(exc, file=sys.stderr)
             failed += 1
@@ -118,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             if o["status"] == "error":
                 print(o["detail"], file=sys.stderr)
         data[name] = report
-    if not args.no_write:
-        RESULTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-        write_report(data)
+        if not args.no_write:  # after each module: an interrupted run keeps what it finished
+            RESULTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            write_report(data)
     return 1 if failed else 0
 
 

@@ -31,6 +31,28 @@ TARGETS: dict[str, list[str]] = {
 
 #: module -> {mutant key: why it is equivalent (no caller can see the change)}; left out of the score
 EQUIVALENT: dict[str, dict[str, str]] = {
+    "supervisor.memory.decisions": {
+        '_previous_snapshot: 1 -> (2)':
+            'the newest of the last two decisions is the newest of the last one',
+        '_reserve_snapshot_id: "" -> "XX"':
+            'a missing last_snapshot becomes a text that is no snapshot id either way, and ulid() ignores an `after` that is not a ULID',
+        '_reserve_snapshot_id: "snapshot-" -> "" #2':
+            'the `after` it makes of a last_snapshot without the prefix is no ULID, which ulid() ignores, as it ignores None',
+        '_maybe_roll: "epochs" -> ""':
+            'the epoch number in local/state.json is a cache: without it _latest_epoch() scans the directory and finds the same number',
+        '_maybe_roll: write_state(paths, state) -> pass':
+            'the same cache, not written: readers scan the directory instead',
+        '_latest_epoch: "epochs" -> ""':
+            'the cache not read: the directory scan finds the same number',
+        '_latest_epoch: 0 -> (1)':
+            'a cached epoch 1 not trusted: the directory scan finds the same number',
+        '_latest_epoch: cached > 0 -> (cached >= 0)':
+            'a cached 0 is then checked against epoch-0, which never exists, so the directory is scanned as before',
+        'latest: epoch <= 0 -> (epoch < 0)':
+            'one more turn of the loop reads epoch 0, which never exists, and adds nothing',
+        'latest_merged: count > 0 -> (count >= 0)':
+            'latest() returns nothing for a count of 0 or less, so the slice has nothing to cut',
+    },
     "supervisor.memory.lineformat": {
         'Decision: "" -> "XX"':
             'the default of Decision.why: every Decision the product makes passes a why (parse() refuses a line without one, build_decision() validates it)',
@@ -85,6 +107,12 @@ EQUIVALENT: dict[str, dict[str, str]] = {
 
 #: module -> {mutant key: why it is left alive on purpose}; these count against the score
 KEPT: dict[str, dict[str, str]] = {
+    "supervisor.memory.decisions": {
+        '<module>: 16 -> (17)':
+            'MERGE_SLACK is a margin, not a rule: one more line read from each tail to see lines a merge left out of order',
+        'latest: len(entries) >= count -> (len(entries) > count)':
+            "it reads one epoch more than needed; the newest `count` are the same unless that epoch holds a line newer than the live log's, which only two clones that both rolled can make, and then reading further is no worse",
+    },
     "supervisor.scope.rules": {
         "overlaps: 1 -> (2) #2":
             "it adds, after every other candidate, each example one level deeper below the other scope's glob; "

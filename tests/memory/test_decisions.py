@@ -308,3 +308,42 @@ def test_modules_with_logs_and_a_typo_in_a_module(plain: Path):
     with pytest.raises(StoreError, match="no decision log for module 'cor'"):
         decisions.check_module_exists(paths, "cor")
     assert decisions.log_modules(AgentPaths(plain / "nope")) == [None]
+
+
+def test_no_alternatives_unless_given(plain: Path):
+    assert decisions.build_decision("x", WHY, now=T0).alternatives == ""
+    assert "alternatives" not in record_decision(plain, "x", WHY, now=T0).line
+
+
+def test_a_taken_snapshot_id_is_skipped_for_the_next(plain: Path, monkeypatch: pytest.MonkeyPatch):
+    paths = AgentPaths(plain)
+    taken, free = "01KBN0000000000000000000A0", "01KBN0000000000000000000B0"
+    paths.snapshot(f"snapshot-{taken}").parent.mkdir(parents=True, exist_ok=True)
+    paths.snapshot(f"snapshot-{taken}").write_text("{}")  # e.g. left by a kill after the snapshot was written
+    asked: list[str | None] = []
+
+    def ulid(when, after=None):  # type: ignore[no-untyped-def]
+        asked.append(after)
+        return taken if len(asked) == 1 else free
+
+    monkeypatch.setattr(decisions, "ulid", ulid)
+    rec = record_decision(plain, "x", WHY, now=T0)
+    assert rec.snapshot == f"snapshot-{free}" and asked == [None, taken]
+
+
+def test_snapshots_older_than_the_newest_twenty_are_thinned(plain: Path):
+    from supervisor.memory import snapshots
+
+    paths = AgentPaths(plain)
+    ids = [record_decision(plain, f"d{i}", WHY, now=T0).snapshot for i in range(snapshots.KEEP_COMPLETE + 1)]
+    assert snapshots.load(paths, ids[0])["complete"] is False
+    assert all(snapshots.load(paths, i)["complete"] is True for i in ids[1:])
+
+
+def test_without_a_cache_the_newest_of_several_epochs_is_found(plain: Path):
+    paths = AgentPaths(plain)
+    for i in range(160):
+        record_decision(plain, f"d{i}", WHY, now=T0)
+    paths.state.unlink()
+    assert decisions._latest_epoch(paths, None) == 3
+    assert [e.decision.decision for e in decisions.latest_merged(paths, None, 1)[0]] == ["d159"]
