@@ -36,8 +36,6 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             'the newest of the last two decisions is the newest of the last one',
         '_reserve_snapshot_id: "" -> "XX"':
             'a missing last_snapshot becomes a text that is no snapshot id either way, and ulid() ignores an `after` that is not a ULID',
-        '_reserve_snapshot_id: "snapshot-" -> "" #2':
-            'the `after` it makes of a last_snapshot without the prefix is no ULID, which ulid() ignores, as it ignores None',
         '_maybe_roll: "epochs" -> ""':
             'the epoch number in local/state.json is a cache: without it _latest_epoch() scans the directory and finds the same number',
         '_maybe_roll: write_state(paths, state) -> pass':
