@@ -35,6 +35,16 @@ def resolve(name: str) -> str:
     raise SystemExit(f"unknown module {name!r}; known: {', '.join(TARGETS)}")
 
 
+def dump(data: dict[str, Any]) -> str:
+    """results.json with one mutant per line (diffs of a later run show which outcomes changed)."""
+    parts = []
+    for name, report in data.items():
+        head = {k: v for k, v in report.items() if k != "outcomes"}
+        rows = ",\n".join("   " + json.dumps(o, ensure_ascii=False) for o in report["outcomes"])
+        parts.append(f" {json.dumps(name)}: {json.dumps(head, ensure_ascii=False)[:-1]}, \"outcomes\": [\n{rows}\n ]}}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def merged(old: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
     """``old`` with the outcomes of the mutants run ``again`` replaced (the module must not have changed)."""
     fresh = {o["key"]: o for o in again["outcomes"]}
@@ -136,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(o["detail"], file=sys.stderr)
         data[name] = report
         if not args.no_write:  # after each module: an interrupted run keeps what it finished
-            RESULTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            RESULTS.write_text(dump(data))
             write_report(data)
     return 1 if failed else 0
 
