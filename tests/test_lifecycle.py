@@ -113,3 +113,90 @@ def test_exit_info_describes_codes_and_signals() -> None:
     assert ExitInfo(code=3).describe() == "exit 3"
     assert ExitInfo(signal=9).describe() == "signal SIGKILL"
     assert ExitInfo(code=0).success and not ExitInfo(signal=15).success
+
+
+def test_state_names_are_the_words_status_and_history_show() -> None:
+    assert [s.value for s in UnitState] == ["inactive", "starting", "running", "stopping", "backoff", "failed",
+                                            "checkpointing", "respawning", "waiting"]
+    assert UnitState("backoff") is UnitState.BACKOFF and UnitState.RUNNING == "running"
+
+
+def test_the_policy_defaults_are_the_unit_files_defaults() -> None:
+    from supervisor.config.units import RestartSection
+
+    section = RestartSection()
+    assert RestartConfig() == RestartConfig.of(section)
+    assert RestartConfig.of(section.model_copy(update={"burst": 9, "policy": "always"})) == RestartConfig(policy="always",
+                                                                                                         burst=9)
+
+
+def test_a_start_exactly_interval_seconds_ago_still_counts_and_record_start_drops_older_ones() -> None:
+    tracker = RestartTracker(RestartConfig(burst=2, interval=10))
+    tracker.record_start(0)
+    tracker.record_start(10)  # 10 s after the first: both inside the window
+    assert list(tracker.starts) == [0, 10]
+    assert isinstance(tracker.on_exit(FAIL, uptime=0, now=10), GiveUp)
+    tracker = RestartTracker(RestartConfig(burst=3, interval=10))
+    tracker.record_start(0)
+    tracker.record_start(10.5)  # the first is now 10.5 s old: out of the window
+    assert list(tracker.starts) == [10.5]
+
+
+def test_the_window_is_trimmed_at_the_exit_too() -> None:
+    tracker = RestartTracker(RestartConfig(burst=2, interval=10, reset_after=1e9))
+    tracker.record_start(0)
+    tracker.record_start(1)
+    # the session ran long but not long enough to reset: at its exit both starts are out of the window
+    assert tracker.on_exit(FAIL, uptime=99, now=100) == Restart(1.0)
+
+
+def test_a_session_up_exactly_reset_after_resets_the_backoff_and_the_start_limit() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, reset_after=60, burst=2, interval=1000))
+    tracker.record_start(0)
+    assert tracker.on_exit(FAIL, uptime=1, now=1) == Restart(1.0)
+    tracker.record_start(2)
+    # two starts in the window would hit the limit: a stable run clears them and the backoff
+    assert tracker.on_exit(FAIL, uptime=60, now=62) == Restart(1.0)
+    assert tracker.consecutive_failures == 1 and list(tracker.starts) == []
+
+
+def test_clean_exits_say_why_they_stay_down() -> None:
+    tracker = RestartTracker(RestartConfig())
+    tracker.record_start(0)
+    assert tracker.on_exit(ExitInfo(code=0), uptime=1, now=1) == StayDown(
+        "exited cleanly (exit 0); restart policy is 'on-failure'")
+    assert RestartTracker(RestartConfig(policy="no")).on_exit(ExitInfo(signal=9), 1, 1) == StayDown(
+        "signal SIGKILL; restart policy is 'no'")
+    assert tracker.consecutive_failures == 0  # a clean exit is not a failure
+
+
+def test_a_spawn_error_is_a_failure_with_no_uptime_unless_the_policy_is_no() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, reset_after=0.5, burst=2, interval=100))
+    tracker.record_start(0)
+    assert tracker.on_spawn_error("no such command", now=0) == Restart(1.0)
+    tracker.record_start(1)
+    # no uptime, so the backoff does not reset even with reset_after 0.5; the second start hits the limit
+    decision = tracker.on_spawn_error("no such command", now=1)
+    assert isinstance(decision, GiveUp) and decision.reason.endswith("last exit 127")
+    assert tracker.consecutive_failures == 2 and tracker.next_delay() == 2.0
+    never = RestartTracker(RestartConfig(policy="no"))
+    assert never.on_spawn_error("no such command", now=0) == StayDown("no such command")
+    assert never.consecutive_failures == 0
+
+
+def test_reset_forgets_starts_and_failures() -> None:
+    tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, burst=100, interval=100))
+    for now in range(3):
+        tracker.record_start(now)
+        tracker.on_exit(FAIL, uptime=0, now=now)
+    assert tracker.next_delay() == 4.0
+    tracker.reset()
+    assert list(tracker.starts) == [] and tracker.consecutive_failures == 0 and tracker.next_delay() == 1.0
+
+
+def test_the_start_limit_reason_names_count_window_and_burst() -> None:
+    tracker = RestartTracker(RestartConfig(burst=2, interval=30))
+    tracker.record_start(0)
+    tracker.record_start(1)
+    assert tracker.on_exit(ExitInfo(code=4), uptime=0, now=1) == GiveUp(
+        "start limit hit: 2 starts within 30s (burst 2); last exit 4")

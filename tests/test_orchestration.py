@@ -139,10 +139,11 @@ def _daily_at(delta: float) -> str:
 
 def test_scheduled_start_and_stop(project: Project) -> None:
     project.agentd("init")
-    # every 20 s a start, 10 s later a stop: whenever the daemon is up, the next of each comes on time
-    # (grace = 0: nothing counts as missed), however long the daemon took to start
+    # every 10 s a start, 7 s later a stop: whenever the daemon is up, the next of each comes on time
+    # (grace = 0: nothing counts as missed), however long the daemon took to start; a stop that comes
+    # before the unit ran is waited out by the next pair
     project.fake_unit("night", cycle=True, restart=RESTART, unit="enabled = false",
-                      schedule='start = "0,20,40 * * * * *"\nstop = "10,30,50 * * * * *"\ngrace = 0')
+                      schedule='start = "*/10 * * * * *"\nstop = "7-59/10 * * * * *"\ngrace = 0')
     project.agentd("start")
     row = project.unit_status("night")
     assert row["schedule"]["start"] and row["schedule"]["stop"]

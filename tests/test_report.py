@@ -238,3 +238,75 @@ def test_settled_decisions_come_from_the_snapshots_before_and_with_each_decision
     assert item.decision == "parse empty input to []"
     assert dict(item.files) == {"src/parser.py": (before, blob_of(root, "src/parser.py"))}
     assert settled_decisions(root, "other") == []
+
+
+# ------------------------------------------------------------------ each rule of the figures at its edge
+def test_a_failed_read_is_not_a_re_read_and_leaves_nothing_in_the_baseline() -> None:
+    failed = replace(read("src/lexer.py"), ok=False)  # e.g. `cat` of a file that is not there
+    got = fig.resumed(Trail("t", actions=[failed]), "s2", previous(), {"src/lexer.py": "l1"}, scope=SCOPE)
+    assert got.rereads == []
+    assert fig.baseline(Trail("t", actions=[failed]), "s2", BLOBS.get, BLOBS.__contains__).reads == {}
+    assert fig.reads_of(failed) == () and fig.reads_of(replace(failed, ok=None)) == ("src/lexer.py",)
+
+
+def test_a_failed_edit_is_not_productive_and_one_call_may_edit_outside_then_inside() -> None:
+    failed = replace(edit("src/parser.py"), ok=False)
+    both = Action(Kind.EDIT, "apply_patch", edits=("docs/a.md", "src/parser.py"), ok=True)
+    got = fig.resumed(Trail("t", actions=[failed, read("src/x.py"), both]), "s2", previous(), {"src/parser.py": "p3"},
+                      scope=SCOPE)
+    assert got.actions_to_edit == 3 and got.breaks == ["outside scope: docs/a.md"]
+    assert fig.first_productive_edit(Trail("t", actions=[failed]), SCOPE, {}, {}) is None
+
+
+def test_an_edit_that_ends_as_the_previous_session_left_its_edits_or_command_inputs_is_not_productive() -> None:
+    base = fig.Baseline("s1", edits={"src/a.py": "a1"}, commands={"make": {"src/mk.py": "m1"}})
+    trail = Trail("t", actions=[edit("src/a.py"), edit("src/mk.py"), edit("src/b.py")])
+    got = fig.resumed(trail, "s2", base, {"src/a.py": "a1", "src/mk.py": "m1", "src/b.py": "b2"}, scope=SCOPE)
+    assert got.actions_to_edit == 3
+
+
+def test_words_that_are_options_or_empty_are_not_inputs() -> None:
+    assert fig.command_words("pytest -q --tb=short '' tests/a.py") == ["tests/a.py"]
+    assert fig.command_words("cat 'unclosed quote") == ["'unclosed", "quote"]  # unparsable: split on blanks
+    assert fig.command_inputs("diff a b a -x", {"a", "b", "-x"}.__contains__) == ["a", "b"]
+
+
+def test_seconds_to_resume_keep_milliseconds_and_need_both_timestamps() -> None:
+    trail = Trail("t", actions=[read("src/a.py", "2026-12-01T10:00:00Z"), edit("src/parser.py", "2026-12-01T10:00:01.23456Z")])
+    got = fig.resumed(trail, "s2", previous(), {"src/parser.py": "p3"}, scope=SCOPE)
+    assert got.seconds_to_edit == 1.235 and not any(c.startswith("time to resume") for c in got.cannot)
+    untimed = Trail("t", actions=[read("src/a.py"), edit("src/parser.py")])
+    got = fig.resumed(untimed, "s2", previous(), {"src/parser.py": "p3"}, scope=SCOPE)
+    assert got.seconds_to_edit is None and got.cannot == ["time to resume: the trail has no timestamps",
+                                                          "tokens to resume: the agent's record has no usage for that call"]
+    no_edit = fig.resumed(Trail("t", actions=[read("src/a.py")]), "s2", previous(), {}, scope=SCOPE)
+    assert no_edit.cannot == [] and no_edit.seconds_to_edit is None
+
+
+def test_an_empty_trail_has_no_figures_and_no_error() -> None:
+    got = fig.resumed(Trail("t", actions=[]), "s2", previous(), {}, scope=SCOPE)
+    assert (got.actions, got.actions_to_edit, got.seconds_to_edit, got.tokens_to_edit) == (0, None, None, None)
+    assert got.edits_seen is True and got.as_dict()["edits_seen"] is True
+    assert fig.baseline(None, "s0", BLOBS.get, BLOBS.__contains__) == fig.Baseline("s0")
+
+
+def test_as_dict_counts_each_list() -> None:
+    trail = Trail("t", actions=[edit("docs/a.md"), edit("docs/b.md")])
+    data = fig.resumed(trail, "s2", previous(), {}, scope=SCOPE).as_dict()
+    assert (data["rereads_count"], data["repeated_count"], data["breaks_count"]) == (0, 0, 2)
+
+
+def test_the_undo_window_is_the_first_twenty_tool_calls() -> None:
+    settled = [fig.Settled("parse empty input to []", {"src/parser.py": ("p1", "p2")})]
+    at_20 = Trail("t", actions=[read("src/lexer.py")] * 19 + [edit("src/parser.py")])
+    at_21 = Trail("t", actions=[read("src/lexer.py")] * 20 + [edit("src/parser.py")])
+    assert fig.undone(at_20, settled, {"src/parser.py": "p1"}) == ['undid "parse empty input to []": src/parser.py']
+    assert fig.undone(at_21, settled, {"src/parser.py": "p1"}) == []
+
+
+def test_files_to_hash_are_every_file_either_session_names_once() -> None:
+    base = fig.Baseline("s1", reads={"r.py": "r1"}, commands={"make": {"in.py": "i1"}}, edits={"e.py": "e1"})
+    trail = Trail("t", actions=[read("r.py"), read("new.py"), edit("out.py"), edit("e.py")])
+    assert fig.files_to_hash(trail, base) == ["r.py", "e.py", "in.py", "new.py", "out.py"]
+    assert fig.files_to_hash(None, None) == []
+    assert fig.files_to_hash(trail, None) == ["r.py", "new.py", "out.py", "e.py"]

@@ -118,6 +118,4 @@ def _trim(header: str, sections: list[Section], budget: int, trim_order: Sequenc
             section.trimmed += 1
             text = render(header, sections)
             cost = estimate_tokens(text)
-        if cost <= budget:
-            break
     return text

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import lineformat, snapshots
+from .clock import Clock, moment, system_clock
 from .gitfiles import scope_hashes
 from .lineformat import Decision, LineError
 from .ids import snapshot_id_for, ulid
@@ -106,6 +107,7 @@ def build_decision(
     files: Sequence[str] = (),
     alternatives: str = "",
     now: datetime | None = None,
+    clock: Clock = system_clock,
 ) -> Decision:
     """Validate the inputs of a decision (raises :class:`LineError` with the rule)."""
     text = " ".join(text.split())
@@ -117,7 +119,7 @@ def build_decision(
         lineformat.check_tag(tag)
     clean_files = tuple(f.strip() for part in files for f in part.split(",") if f.strip())
     return Decision(
-        time=format_time(now or datetime.now()),
+        time=format_time(moment(now, clock)),
         decision=text,
         why=why,
         tags=tuple(dict.fromkeys(tags)),
@@ -138,6 +140,7 @@ def record_decision(
     scope_paths: Sequence[str] = (),
     now: datetime | None = None,
     by: str | None = None,
+    clock: Clock = system_clock,
 ) -> Recorded:
     """Validate, snapshot and append one decision; nothing is written if validation fails.
 
@@ -153,7 +156,7 @@ def record_decision(
     paths = AgentPaths(Path(root))
     require_store(paths)
     module = validate_module(module)
-    when = now or datetime.now()
+    when = moment(now, clock)
     draft = build_decision(text, why, tags=tags, files=files, alternatives=alternatives, now=when)
     scope = [p for p in scope_paths if p.strip()]
     hashed = scope_hashes(paths.root, scope)
@@ -340,13 +343,8 @@ def log_modules(paths: AgentPaths) -> list[str | None]:
     """Every module with a log or epoch on disk (None is the global log), global first."""
     if not paths.dir.is_dir():
         return [None]
-    found: set[str] = set()
-    for name in os.listdir(paths.dir):
-        if _GLOBAL_EPOCH_RE.fullmatch(name) or name == "decisions.log":
-            continue
-        m = _MODULE_LOG_RE.fullmatch(name)
-        if m:
-            found.add(m.group(1))
+    found = {m.group(1) for name in os.listdir(paths.dir)
+             if not _GLOBAL_EPOCH_RE.fullmatch(name) and (m := _MODULE_LOG_RE.fullmatch(name))}
     return [None, *sorted(found)]
 
 

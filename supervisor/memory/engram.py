@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .clock import Clock, moment, system_clock
 from .store import AgentPaths, append_line, format_time, read_text, require_store, store_lock, validate_module
 from .tail import all_lines, tail_lines
 
@@ -60,7 +61,8 @@ def parse_line(text: str) -> Note | None:
 
 
 def append_note(
-    root: Path, text: str, kind: str, *, module: str | None = None, now: datetime | None = None
+    root: Path, text: str, kind: str, *, module: str | None = None, now: datetime | None = None,
+    clock: Clock = system_clock,
 ) -> Note:
     """Append a note of ``kind`` (confirmed / hypothesis / auto) for ``module`` (None: global) to engram.md."""
     paths = AgentPaths(Path(root))
@@ -71,7 +73,7 @@ def append_note(
     text = " ".join(text.split())
     if not text:
         raise ValueError("the note is empty: write what you learned or suspect")
-    note = Note(format_time(now or datetime.now()), kind, text, module=module)
+    note = Note(format_time(moment(now, clock)), kind, text, module=module)
     with store_lock(paths):
         if not paths.engram.exists():
             paths.engram.write_text(ENGRAM_HEADER, encoding="utf-8")

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import engram
+from .clock import Clock, moment, system_clock
 from .ids import IdError, new_fact_id, parse_fact_id
 from .lineformat import _split_unescaped, _unescape, escape
 from .store import (
@@ -187,7 +188,8 @@ def _next_id(paths: AgentPaths, taken: set[str] | None = None) -> str:
     return ident
 
 
-def add_fact(root: Path, module: str | None, text: str, source: str, *, now: datetime | None = None) -> Fact:
+def add_fact(root: Path, module: str | None, text: str, source: str, *, now: datetime | None = None,
+             clock: Clock = system_clock) -> Fact:
     """Record a fact citing ``source`` (``path:line[-line]``) with the hash of those lines."""
     paths = AgentPaths(Path(root))
     require_store(paths)
@@ -204,7 +206,7 @@ def add_fact(root: Path, module: str | None, text: str, source: str, *, now: dat
             module=module or GLOBAL,
             source=source.strip(),
             sha=sha,
-            added=format_time(now or datetime.now()),
+            added=format_time(moment(now, clock)),
         )
         _save(paths, module, [*load(paths, module), fact])
     return fact
@@ -239,7 +241,8 @@ def check_facts(root: Path) -> list[tuple[Fact, str]]:
     return changes
 
 
-def invalidate(root: Path, fact_id: str, why: str, *, now: datetime | None = None) -> Fact:
+def invalidate(root: Path, fact_id: str, why: str, *, now: datetime | None = None,
+               clock: Clock = system_clock) -> Fact:
     """Mark fact ``fact_id`` invalid with the reason; it stays in the file."""
     paths = AgentPaths(Path(root))
     require_store(paths)
@@ -255,14 +258,15 @@ def invalidate(root: Path, fact_id: str, why: str, *, now: datetime | None = Non
             facts = load(paths, module)
             for i, fact in enumerate(facts):
                 if fact.id.upper() == fact_id.upper():
-                    stamp = format_time(now or datetime.now())
+                    stamp = format_time(moment(now, clock))
                     facts[i] = replace(fact, status="invalid", invalid_why=f"{why} ({stamp})")
                     _save(paths, module, facts)
                     return facts[i]
     raise StoreError(f"no fact {fact_id} in {paths.rel(paths.facts_dir)} (see `agentd fact list`)")
 
 
-def promote(root: Path, module: str | None = None, *, now: datetime | None = None) -> list[Fact]:
+def promote(root: Path, module: str | None = None, *, now: datetime | None = None,
+            clock: Clock = system_clock) -> list[Fact]:
     """Move confirmed engram notes into facts; archive the notes; keep open hypotheses.
 
     With ``module``: that module's notes and the global ones go to its facts;
@@ -273,7 +277,7 @@ def promote(root: Path, module: str | None = None, *, now: datetime | None = Non
     paths = AgentPaths(Path(root))
     require_store(paths)
     module = validate_module(module)
-    stamp = format_time(now or datetime.now())
+    stamp = format_time(moment(now, clock))
     with store_lock(paths):
         notes = engram.all_notes(paths.engram)
         mine = [n for n in notes if module is None or n.visible_to(module)]

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..session.redact import redact_text
+from .clock import Clock, moment, system_clock
 from .engram import append_note
 from .store import AgentPaths, atomic_write, format_time, validate_module
 
@@ -62,6 +63,7 @@ def write_auto_checkpoint(
     *,
     now: datetime | None = None,
     env: Mapping[str, str] | None = None,
+    clock: Clock = system_clock,
 ) -> Path:
     """Note in the engram that the agent did not confirm, and write recent-summary.md.
 
@@ -69,7 +71,7 @@ def write_auto_checkpoint(
     """
     paths = AgentPaths(Path(root))
     module = validate_module(module)
-    now = now or datetime.now()
+    now = moment(now, clock)
     reason = redact_text(" ".join(reason.split()), env) or "no reason given"
     append_note(
         paths.root,

@@ -18,6 +18,8 @@ import re
 import secrets
 from datetime import datetime
 
+from .clock import system_clock
+
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE = {c: i for i, c in enumerate(CROCKFORD)}
 ULID_LEN = 26
@@ -47,7 +49,7 @@ def _decode(text: str) -> int:
 
 def ulid(when: datetime | None = None, *, after: str | None = None) -> str:
     """A new ULID for ``when`` (default: now), strictly greater than ``after`` when given."""
-    ms = int((when or datetime.now()).timestamp() * 1000)
+    ms = int((when or system_clock()).timestamp() * 1000)
     value = (ms << 80) | secrets.randbits(80)
     if after is not None and re.fullmatch(_ULID_RE, after.upper()):
         floor = _decode(after)

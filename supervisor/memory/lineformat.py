@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from .ids import snapshot_sort_key
 
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
-KNOWN_TAGS = ("arch", "naming", "deps", "pitfall", "constraint", "task")
 
 _HEAD_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]\s*")
 _TAG_HEAD_RE = re.compile(r"\[([^\[\]\s]{1,32})\]\s*")
@@ -48,6 +47,8 @@ LABELS: dict[str, str] = {
 }
 _LABEL_RE = re.compile(r"\s*([^:：\s][^:：]{0,15}?)\s*[:：]\s*", re.S)
 _FILE_SPLIT_RE = re.compile(r"[，、]")
+#: What a hand-written ``files:`` says for "no file" (compared lowercased): never a file name.
+NO_FILES = ("无", "-", "none")
 
 # "why" must name a cause and then a conclusion.
 _CAUSE_RE = re.compile(r"\b(?:because|since|due to|given that)\b|因为|由于", re.I)
@@ -205,14 +206,14 @@ def parse(line: str) -> Decision:
             f
             for part in raw
             for f in (_unescape(p).strip() for p in _FILE_SPLIT_RE.split(part))
-            if f and f not in ("无", "-", "none")
+            if f and f.lower() not in NO_FILES
         )
     if "tags" in values:
         tags.extend(t for t in re.split(r"[,，、\s]+", _unescape(values["tags"])) if t)
     return Decision(
         time=time,
         decision=_unescape(values["decision"]),
-        why=_unescape(values.get("why", "")),
+        why=_unescape(values["why"]),
         tags=tuple(tags),
         files=files,
         snapshot=_unescape(values.get("snapshot", "")),

@@ -5,8 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -69,53 +67,129 @@ def _copy_in_reverse(src: Path, dst: Path) -> None:
         os.utime(target, (stamp, stamp))
 
 
-def _shift_clock(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """Every clock Python code may read runs ``seconds`` ahead: datetime and the time module."""
-    real = dt.datetime
+class Ticking:
+    """A memory clock for tests: T0, then one minute later at every call (no wall clock read)."""
 
-    class Shifted(dt.datetime):
-        @classmethod
-        def now(cls, tz=None):  # type: ignore[no-untyped-def]
-            return real.now(tz) + dt.timedelta(seconds=seconds)
+    def __init__(self, start: dt.datetime = T0) -> None:
+        self.now = start
+        self.calls = 0
 
-        @classmethod
-        def utcnow(cls):  # type: ignore[no-untyped-def]
-            return real.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=seconds)
-
-        @classmethod
-        def today(cls):  # type: ignore[no-untyped-def]
-            return cls.now()
-
-    class ShiftedDate(dt.date):
-        @classmethod
-        def today(cls):  # type: ignore[no-untyped-def]
-            return Shifted.now().date()
-
-    for name, module in list(sys.modules.items()):  # `from datetime import datetime` made a copy
-        if name.startswith("supervisor") and getattr(module, "datetime", None) is dt.datetime:
-            monkeypatch.setattr(module, "datetime", Shifted)
-        if name.startswith("supervisor") and getattr(module, "date", None) is dt.date:
-            monkeypatch.setattr(module, "date", ShiftedDate)
-    monkeypatch.setattr(dt, "datetime", Shifted)
-    monkeypatch.setattr(dt, "date", ShiftedDate)
-    real_time, real_ns, real_localtime, real_gmtime, real_strftime = (
-        time.time, time.time_ns, time.localtime, time.gmtime, time.strftime)
-    monkeypatch.setattr(time, "time", lambda: real_time() + seconds)
-    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + int(seconds * 1e9))
-    monkeypatch.setattr(time, "localtime", lambda secs=None: real_localtime(real_time() + seconds if secs is None else secs))
-    monkeypatch.setattr(time, "gmtime", lambda secs=None: real_gmtime(real_time() + seconds if secs is None else secs))
-    monkeypatch.setattr(time, "strftime", lambda fmt, t=None: real_strftime(fmt, time.localtime() if t is None else t))
+    def __call__(self) -> dt.datetime:
+        self.calls += 1
+        self.now += timedelta(minutes=1)
+        return self.now
 
 
-def test_deterministic_and_clock_free(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_writers_stamp_with_the_clock_they_are_given(plain: Path):
+    clock = Ticking()
+    rec = record_decision(plain, "use the injected clock", WHY, clock=clock)
+    note = append_note(plain, "the clock is injected", "confirmed", clock=clock)
+    (plain / "src" / "m.py").write_text("m = 1\n")
+    fact = add_fact(plain, None, "m is one", "src/m.py:1", clock=clock)
+    assert clock.calls == 3
+    assert rec.line.startswith("[2026-11-30 14:33] ") and note.time == "2026-11-30 14:34" and fact.added == "2026-11-30 14:35"
+    # the snapshot id is a ULID of the decision's own moment
+    from supervisor.memory.ids import ulid
+
+    assert rec.snapshot.removeprefix("snapshot-")[:10] == ulid(dt.datetime(2026, 11, 30, 14, 33))[:10]
+    # a fixed moment wins over the clock
+    assert append_note(plain, "fixed", "confirmed", now=T0, clock=clock).time == "2026-11-30 14:32" and clock.calls == 3
+
+
+#: Readings of the time in the modules the wakeup imports that the wakeup never reaches, each with its owner.
+OTHER_CLOCK_READS = {
+    ("supervisor/memory/sync.py", "sync_memory"): "stamps a failed sync's attempt; sync.py is another engineer's now",
+    ("supervisor/memory/sync.py", "_record_success"): "stamps the sync record; sync.py is another engineer's now",
+}
+_CLOCK_CALLS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"), ("time", "time"),
+                ("time", "time_ns"), ("time", "gmtime"), ("time", "localtime"), ("time", "strftime"),
+                ("time", "monotonic"), ("time", "perf_counter")}
+
+
+def _closure(module: str) -> set[Path]:
+    """The files of ``module`` and of every supervisor module it imports at its top, transitively (read, not
+    imported; an import inside a function or under TYPE_CHECKING is not followed)."""
+    import ast
+    import importlib.util
+
+    files: set[Path] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # `from .units import UnitSpec` names a class, not a module
+            continue
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            continue
+        path = Path(spec.origin)
+        if path in files:
+            continue
+        files.add(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        top = [n for n in ast.parse(path.read_text()).body
+               if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
+        for node in (n for stmt in top for n in ast.walk(stmt) if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parent = ".".join(parts[: len(parts) - node.level + 1])
+                    base = f"{parent}.{base}" if base else parent
+                todo.append(base)
+                todo.extend(f"{base}.{a.name}" for a in node.names)  # `from . import decisions` names a module
+            elif isinstance(node, ast.Import):
+                todo.extend(a.name for a in node.names)
+        todo = [t for t in todo if t.startswith("supervisor")]
+    return files
+
+
+def _clock_reads(path: Path) -> list[tuple[str, str]]:
+    """(function, call) for every call that reads the time in ``path``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    out: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else where
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and isinstance(child.func.value, ast.Name):
+                call = (child.func.value.id, child.func.attr)
+                pinned = call in {("time", "gmtime"), ("time", "localtime")} and child.args  # a given time: no reading
+                pinned = pinned or (call == ("time", "strftime") and len(child.args) > 1
+                                    and not (isinstance(child.args[1], ast.Call)))
+                if call in _CLOCK_CALLS and not pinned:
+                    out.append((here, ".".join(call)))
+            visit(child, here)
+
+    visit(tree, "<module>")
+    return out
+
+
+def test_the_wakeup_reads_no_clock_and_the_library_reads_it_only_through_its_clock():
+    """Determinism over time, without moving the clock: nothing the wakeup imports reads the time, but the
+    memory library's one clock (which only writers call) and the readings listed in OTHER_CLOCK_READS."""
+    root = Path(__file__).resolve().parents[2]
+    found = {}
+    for path in _closure("supervisor.continuity.wakeup") | _closure("supervisor.memory"):
+        for function, call in _clock_reads(path):
+            found[(str(path.relative_to(root)), function)] = call
+    assert found.pop(("supervisor/memory/clock.py", "system_clock")) == "datetime.now"
+    assert set(found) == set(OTHER_CLOCK_READS), (f"new readings of the time: {sorted(set(found) - set(OTHER_CLOCK_READS))}; "
+                                                  f"gone (drop them here): {sorted(set(OTHER_CLOCK_READS) - set(found))}")
+    # and the scan sees a reading where there is one
+    assert _clock_reads(root / "supervisor" / "continuity" / "records.py")
+
+
+def test_deterministic_whatever_the_order_and_times_of_the_files(repo: Path):
     _populate(repo)
     first = build_wakeup(repo, "core", ["src/core"]).text
     small = build_wakeup(repo, "core", ["src/core"], budget=300).text
     assert small != first
-    # the same store, its files written in another order with other times, read three days later
+    # the same store, its files written in another order with other modification times
     other = repo.parent / "copy"
     _copy_in_reverse(repo, other)
-    _shift_clock(monkeypatch, 3 * 86400 + 5 * 3600)
     assert build_wakeup(other, "core", ["src/core"]).text == first
     assert build_wakeup(other, "core", ["src/core"], budget=300).text == small
 

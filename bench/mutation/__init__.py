@@ -1,0 +1,1 @@
+"""Mutation testing of the pure modules (``python -m bench.mutation``); see README.md beside this file."""
