@@ -1,0 +1,241 @@
+"""One pass for every secret shape: all their keywords in one automaton, each regex only where its keyword is.
+
+This is how gitleaks runs its rules, and what a stream needs: the text is
+lowercased and searched once by an Aho–Corasick automaton
+(``ahocorasick_rs``, a DFA) holding every keyword of
+
+* agentd's own shapes (:data:`~.shapes.SHAPES`: their literals, ``sk-``,
+  ``-----BEGIN``, ``password`` ...),
+* the kept gitleaks rules (:func:`~.gitleaks.load`: ``sk_live``, ``npm_``,
+  ``hf_`` ...),
+* the exact values of the unit's secret environment variables,
+
+and only where a keyword occurs does the owner's pattern run: a shape's
+``full`` pattern is matched at its literal; a gitleaks rule's regex is
+matched at its keyword (or searched in a bounded window before it, for the
+rules of :data:`~.gitleaks.INNER`); an environment value is compared
+exactly.  So ordinary output costs one ``bytes.lower`` and one automaton
+pass per batch, however many shapes there are.
+
+:meth:`Matcher.scan` also says how much of a stream's end must be held back
+because it may be the start of a secret (see :mod:`.redact` for the stream):
+
+* a shape's own *partial* pattern, as before (``sk-ant-api03-Xr8`` at the
+  end, a PEM block without its END line, ``password: "hun``);
+* an unfinished literal of a shape (``s``, ``sk`` of ``sk-``);
+* for the gitleaks rules, the *open token*, the run of bytes at the end
+  since the last blank, quote or semicolon (no kept rule's secret contains
+  one), when one of their keywords is in it (``sk_live_abc``), a
+  "name = value" rule's name stands just before it (``cohere_key=ab``), or it
+  ends with the unfinished start of a keyword (``sk_li``, at a word's start);
+* an environment value's beginning at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import ahocorasick_rs
+
+from .gitleaks import Rule, load
+from .shapes import SHAPES, TOKEN_CAP
+
+#: A kept part (a name, its quotes and separator) is at most this long: hits that far before the new text count.
+SCAN_BACK = 128
+#: At most this many bytes between the end of a "name = value" rule's name and its value (gitleaks' form: 20 + 3 + 4 + 5).
+SEMI_GAP = 40
+#: Bytes that end every kept gitleaks rule's secret (blanks, quotes, backquote, semicolon).
+TERMINATORS = b" \t\n\r\x0b\x0c'\"`;"
+_TO_NUL = bytes.maketrans(TERMINATORS, b"\x00" * len(TERMINATORS))  # the matching text never holds a NUL
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_SHAPE, _RULE, _ENV = 0, 1, 2
+
+Span = tuple[int, int, bool]  # start, end, gets a marker
+
+
+class Matcher:
+    """The secrets of a text and the hold point of a stream, in one automaton pass.
+
+    ``env_values`` are exact secret values; ``max_hold`` caps a held token
+    (shapes with a cap of their own, PEM blocks, keep theirs).
+    """
+
+    def __init__(self, env_values: Iterable[bytes] = (), *, max_hold: int = TOKEN_CAP,
+                 rules: tuple[Rule, ...] | None = None) -> None:
+        self.max_hold = max_hold
+        self.rules = load() if rules is None else rules
+        targets: dict[bytes, list[tuple]] = {}
+        for shape in SHAPES:
+            cap = max_hold if shape.cap == TOKEN_CAP else shape.cap
+            group = "v" if "v" in shape.full.groupindex else 0
+            for literal in shape.literals:
+                targets.setdefault(literal.lower(), []).append((_SHAPE, shape, cap, group))
+        for rule in self.rules:
+            for keyword in rule.keywords:
+                targets.setdefault(keyword, []).append((_RULE, rule))
+        self.env_values = tuple(sorted(set(env_values), key=len, reverse=True))
+        for value in self.env_values:
+            targets.setdefault(value.lower(), []).append((_ENV, value))
+        patterns = list(targets)
+        self._targets = [targets[p] for p in patterns]
+        self._automaton = ahocorasick_rs.BytesAhoCorasick(patterns, implementation=ahocorasick_rs.Implementation.DFA)
+        self._any_lower = any(s.lower for s in SHAPES)
+        # Unfinished literals of the shapes (``s``, ``sk`` of ``sk-``): prefix -> bytes that may not precede it.
+        prefixes: dict[bytes, bytes] = {}
+        for shape in SHAPES:
+            for lit in shape.hold:
+                for i in range(1, len(lit)):
+                    prefixes.setdefault(lit[:i], shape.after)
+        self._prefixes = prefixes
+        self._prefix_max = max((len(p) for p in prefixes), default=0)
+        self._prefix_last = frozenset(p[-1] for p in prefixes)
+        # Unfinished keywords of the gitleaks rules whose keyword is part of the secret: prefix -> at a word's start only.
+        rule_prefixes: dict[bytes, bool] = {}
+        for rule in self.rules:
+            if rule.semi:
+                continue  # the name is kept; the value is recognised later from the context
+            for kw in rule.keywords:
+                for i in range(1 if rule.starts_token else 2, len(kw)):
+                    rule_prefixes[kw[:i]] = rule_prefixes.get(kw[:i], True) and rule.starts_token
+        self._rule_prefixes = rule_prefixes
+        self._rule_prefix_max = max((len(p) for p in rule_prefixes), default=0)
+        self._rule_prefix_last = frozenset(p[-1] for p in rule_prefixes)
+
+    # -- the pass ------------------------------------------------------------------
+    def scan(self, q: bytes, b: int, final: bool,
+             rest: re.Pattern[bytes] | None = None) -> tuple[list[Span], int, re.Pattern[bytes] | None]:
+        """Secret spans of ``q`` past ``b`` (start, end, gets a marker), the hold point, what goes on.
+
+        ``q[:b]`` is text already released (context); ``rest`` a secret cut at
+        its cap that goes on at ``b``.  With ``final`` nothing is held.
+        """
+        n = len(q)
+        start = max(0, b - SCAN_BACK)
+        spans: list[Span] = []
+        holds: list[int] = []
+        going: re.Pattern[bytes] | None = None
+        if rest is not None:
+            end = rest.match(q, b).end()  # type: ignore[union-attr]
+            if end > b:
+                spans.append((b, end, False))
+            if end == n and not final:
+                going = rest
+        low = q.lower()
+        near: list[tuple[int, Rule]] = []  # gitleaks keyword hits close to the end: (end of the keyword, rule)
+        near_from = n - self.max_hold - SEMI_GAP
+        for index, pos, stop in self._automaton.find_matches_as_indexes(low, overlapping=True):
+            if pos < start:
+                continue
+            for target in self._targets[index]:
+                kind = target[0]
+                if kind == _RULE:
+                    rule = target[1]
+                    _rule_spans(rule, q, pos, stop, b, spans)
+                    if stop >= near_from:
+                        near.append((stop, rule))
+                elif kind == _SHAPE:
+                    g = self._shape(target, q, low, pos, b, n, final, spans, holds)
+                    if g is not None:
+                        going = g
+                elif q.startswith(target[1], pos):
+                    if stop > b:
+                        spans.append((max(pos, b), stop, pos >= b))
+        if final or going is not None:
+            return spans, n, going
+        for value in self.env_values:
+            holds.append(_prefix_suffix_start(q, value, max(b, n - len(value) + 1)))
+        holds.append(self._prefix_hold(q, b))
+        t = self._open_token(q, b)
+        if t < n and self._token_held(low, t, n, near):
+            holds.append(t)
+        cut = max(b, min(holds))
+        moved = cut < n
+        while moved:  # a complete secret straddling the cut is held whole
+            moved = False
+            for s, e, _ in spans:
+                if s < cut < e:
+                    cut, moved = max(b, s), True
+        return spans, cut, None
+
+    @staticmethod
+    def _shape(target: tuple, q: bytes, low: bytes, pos: int, b: int, n: int, final: bool,
+               spans: list[Span], holds: list[int]) -> re.Pattern[bytes] | None:
+        """One shape at its literal: the secret if complete, the hold if it may still grow."""
+        _, shape, cap, group = target
+        hay = low if shape.lower else q
+        m = shape.full.match(hay, pos)
+        if m is not None:
+            vs, ve = m.span(group)
+            if ve > b and (shape.accept is None or shape.accept(q[vs:ve])):
+                spans.append((max(vs, b), ve, vs >= b))
+        if not final and n - pos <= cap + SCAN_BACK:
+            p = shape.partial.match(hay, pos)
+            if p is not None:
+                vs = p.start(group)
+                if n - vs <= cap:
+                    holds.append(vs)
+                elif m is not None and m.end() == n and shape.rest is not None:
+                    return shape.rest  # cut out at its cap; what follows of it goes too
+        return None
+
+    def _prefix_hold(self, q: bytes, b: int) -> int:
+        """Start of an unfinished shape literal (``sk``, ``-----BEG``) at the end of ``q``, else ``len(q)``."""
+        n = len(q)
+        if not q or q[-1] not in self._prefix_last:
+            return n
+        for k in range(min(self._prefix_max, n - b), 0, -1):
+            after = self._prefixes.get(q[n - k:])
+            if after is not None and (k == n or q[n - k - 1] not in after):
+                return n - k
+        return n
+
+    def _open_token(self, q: bytes, b: int) -> int:
+        """Start of the open token: the bytes at the end since the last terminator (at most ``max_hold``, none before ``b``)."""
+        lo = max(b, len(q) - self.max_hold)
+        last = q[lo:].translate(_TO_NUL).rfind(b"\x00")
+        return lo + last + 1
+
+    def _token_held(self, low: bytes, t: int, n: int, near: list[tuple[int, Rule]]) -> bool:
+        """Whether the open token ``low[t:n]`` may be (the start of) a gitleaks rule's secret."""
+        for stop, rule in near:
+            if stop > t or (rule.semi and stop + SEMI_GAP >= t):
+                return True
+        if low[-1] not in self._rule_prefix_last:
+            return False
+        for k in range(min(self._rule_prefix_max, n - t), 0, -1):
+            word_start = self._rule_prefixes.get(low[n - k:])
+            if word_start is not None and (not word_start or n - k == t or low[n - k - 1] not in _WORD):
+                return True
+        return False
+
+
+def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[Span]) -> None:
+    """A gitleaks rule where its keyword ``q[pos:stop]`` is: its secrets that end past ``b``."""
+    if rule.back is None:
+        m = rule.regex.match(q, pos)
+        found = () if m is None else (m,)
+    else:
+        n = len(q)
+        hi = min(n, stop + 256)  # every INNER rule's match ends within 256 bytes of its keyword
+        found = tuple(m for m in rule.regex.finditer(q, max(0, pos - rule.back), hi)
+                      if m.start() <= pos and m.end() >= stop and (m.end() < hi or hi == n))
+    for m in found:
+        s, e = rule.secret_span(m)
+        if e > b and e > s and not rule.allowed(q, m, (s, e)):
+            spans.append((max(s, b), e, s >= b))
+
+
+def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:
+    """Start of the longest suffix of ``buf[lo:]`` that is a proper prefix of ``value`` (``len(buf)`` if none)."""
+    n = len(buf)
+    first = value[:1]
+    pos = buf.find(first, lo) if lo < n else -1
+    while pos != -1:
+        if value.startswith(buf[pos:]):
+            return pos
+        pos = buf.find(first, pos + 1)
+    return n
+
+
+__all__ = ["SCAN_BACK", "SEMI_GAP", "TERMINATORS", "Matcher", "Span"]
