@@ -193,6 +193,9 @@ def _class_start(go: str, i: int) -> bool:
 
 
 # -- loading ----------------------------------------------------------------------------
+#: The lazy run before a "name = value" rule's name: it only widens the match to the left (the secret is the same),
+#: and a match begun at the keyword would try it 50 times over where the name is not followed by a value.
+_LAZY_NAME_RUN = "[\\w.-]{0,50}?"
 _SEMI = re.compile(r"(?:\(\?i\))?\[\\w\.-\]\{0,50\}\?\(\?(?:i)?:")
 
 
@@ -230,11 +233,12 @@ def load(path: Path = DATA) -> tuple[Rule, ...]:
             continue
         secret, match, line, stop = _allowlists(spec)
         semi = _SEMI.match(spec["regex"]) is not None
+        source = spec["regex"].replace(_LAZY_NAME_RUN, "") if semi else spec["regex"]
         back = INNER.get(rid)
         rules.append(Rule(
             id=rid,
             keywords=tuple(sorted({k.lower().encode() for k in spec["keywords"]})),
-            regex=_compile(spec["regex"]),
+            regex=_compile(source),
             group=-1 if rid in WHOLE_MATCH else int(spec.get("secretGroup", 0)),
             entropy=float(spec.get("entropy", 0.0)),
             back=back,

@@ -39,7 +39,8 @@ from collections.abc import Iterable
 import ahocorasick_rs
 
 from .gitleaks import Rule, load
-from .shapes import SHAPES, TOKEN_CAP
+from .shapes import SHAPES, TOKEN_CAP, Shape
+from .unwrap import View, local_view, needs_view
 
 #: A kept part (a name, its quotes and separator) is at most this long: hits that far before the new text count.
 SCAN_BACK = 128
@@ -103,16 +104,19 @@ class Matcher:
         self._rule_prefix_last = frozenset(p[-1] for p in rule_prefixes)
 
     # -- the pass ------------------------------------------------------------------
-    def scan(self, q: bytes, b: int, final: bool,
-             rest: re.Pattern[bytes] | None = None) -> tuple[list[Span], int, re.Pattern[bytes] | None]:
+    def scan(self, q: bytes, b: int, final: bool, rest: re.Pattern[bytes] | None = None,
+             cols: int | None = None) -> tuple[list[Span], int, re.Pattern[bytes] | None]:
         """Secret spans of ``q`` past ``b`` (start, end, gets a marker), the hold point, what goes on.
 
         ``q[:b]`` is text already released (context); ``rest`` a secret cut at
         its cap that goes on at ``b``.  With ``final`` nothing is held.
+        ``cols`` is the terminal's width, if known (a full line was wrapped:
+        see :mod:`.unwrap`).
         """
         n = len(q)
         start = max(0, b - SCAN_BACK)
         spans: list[Span] = []
+        wholes: list[tuple[int, int]] = []  # secrets found in pieces (wrapped, boxed): first start, last end
         holds: list[int] = []
         going: re.Pattern[bytes] | None = None
         if rest is not None:
@@ -131,11 +135,12 @@ class Matcher:
                 kind = target[0]
                 if kind == _RULE:
                     rule = target[1]
-                    _rule_spans(rule, q, pos, stop, b, spans)
+                    if _rule_spans(rule, q, pos, stop, b, spans, wholes, cols) and not final:
+                        holds.append(max(b, pos - (rule.back or 0)))  # a wrapped token may go on
                     if stop >= near_from:
                         near.append((stop, rule))
                 elif kind == _SHAPE:
-                    g = self._shape(target, q, low, pos, b, n, final, spans, holds)
+                    g = self._shape(target, q, low, pos, b, n, final, spans, holds, wholes, cols)
                     if g is not None:
                         going = g
                 elif q.startswith(target[1], pos):
@@ -151,18 +156,24 @@ class Matcher:
             holds.append(t)
         cut = max(b, min(holds))
         moved = cut < n
-        while moved:  # a complete secret straddling the cut is held whole
+        whole = [(s, e) for s, e, _ in spans] + wholes
+        while moved:  # a complete secret straddling the cut is held whole (all its pieces)
             moved = False
-            for s, e, _ in spans:
+            for s, e in whole:
                 if s < cut < e:
                     cut, moved = max(b, s), True
         return spans, cut, None
 
     @staticmethod
-    def _shape(target: tuple, q: bytes, low: bytes, pos: int, b: int, n: int, final: bool,
-               spans: list[Span], holds: list[int]) -> re.Pattern[bytes] | None:
+    def _shape(target: tuple, q: bytes, low: bytes, pos: int, b: int, n: int, final: bool, spans: list[Span],
+               holds: list[int], wholes: list[tuple[int, int]], cols: int | None) -> re.Pattern[bytes] | None:
         """One shape at its literal: the secret if complete, the hold if it may still grow."""
         _, shape, cap, group = target
+        limit = min(n, pos + cap + SCAN_BACK)
+        lo = max(0, pos - 1)  # the byte before: the shapes' look-behinds
+        view = local_view(q, lo, limit, cols) if needs_view(q, pos, limit, cols) else None
+        if view is not None:
+            return _shape_in_view(shape, cap, group, view, view.offset(pos), b, n, final, spans, holds, wholes)
         hay = low if shape.lower else q
         m = shape.full.match(hay, pos)
         if m is not None:
@@ -210,20 +221,75 @@ class Matcher:
         return False
 
 
-def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[Span]) -> None:
-    """A gitleaks rule where its keyword ``q[pos:stop]`` is: its secrets that end past ``b``."""
-    if rule.back is None:
-        m = rule.regex.match(q, pos)
-        found = () if m is None else (m,)
+def _shape_in_view(shape: Shape, cap: int, group: int | str, view: View, at: int, b: int, n: int,
+                   final: bool, spans: list[Span], holds: list[int], wholes: list[tuple[int, int]]) -> None:
+    """:meth:`Matcher._shape` on a wrapped or boxed secret: matched in the view, cut out of the text in pieces."""
+    hay = view.text.lower() if shape.lower else view.text
+    m = shape.full.match(hay, at)
+    if m is not None:
+        vs, ve = m.span(group)
+        if shape.accept is None or shape.accept(view.text[vs:ve]):
+            _add_view_spans(view, vs, ve, b, spans, wholes)
+    if not final and view.to_end:
+        p = shape.partial.match(hay, at)
+        if p is not None and len(hay) - p.start(group) <= cap:
+            holds.append(view.at(p.start(group)))
+        elif m is not None and view.open_end and m.end() == len(hay):
+            holds.append(view.at(m.start(group)))
+    return None
+
+
+def _add_view_spans(view: View, vs: int, ve: int, b: int, spans: list[Span], wholes: list[tuple[int, int]]) -> None:
+    """The text pieces of view span ``[vs, ve)`` that end past ``b``; the first piece gets the marker.
+
+    A secret in several pieces is also noted whole in ``wholes``: a stream holds all of it or none.
+    """
+    pieces = view.spans(vs, ve)
+    first = True
+    for s, e in pieces:
+        if e > b:
+            spans.append((max(s, b), e, first and s >= b))
+        first = False
+    if len(pieces) > 1 and pieces[-1][1] > b:
+        wholes.append((max(pieces[0][0], b), pieces[-1][1]))
+
+
+def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[Span], wholes: list[tuple[int, int]],
+                cols: int | None) -> bool:
+    """A gitleaks rule where its keyword ``q[pos:stop]`` is: its secrets that end past ``b``.
+
+    True when the secret runs into a row's end at the end of ``q`` (it may go on: hold it).
+    """
+    n = len(q)
+    back = rule.back or 0
+    lo = max(0, pos - back - 1)
+    hi = min(n, stop + 256)  # every INNER rule's match ends within 256 bytes of its keyword; tokens are shorter
+    view = local_view(q, lo, hi, cols) if needs_view(q, pos, hi, cols) else None
+    if view is None:
+        text, at, at_stop, end = q, pos, stop, hi
     else:
-        n = len(q)
-        hi = min(n, stop + 256)  # every INNER rule's match ends within 256 bytes of its keyword
-        found = tuple(m for m in rule.regex.finditer(q, max(0, pos - rule.back), hi)
-                      if m.start() <= pos and m.end() >= stop and (m.end() < hi or hi == n))
+        text, at = view.text, view.offset(pos)
+        at_stop, end = at + stop - pos, len(view.text)
+    if rule.back is None:
+        m = rule.regex.match(text, at)
+        found: tuple[re.Match[bytes], ...] = () if m is None else (m,)
+    else:
+        found = tuple(m for m in rule.regex.finditer(text, max(0, at - back), end)
+                      if m.start() <= at and m.end() >= at_stop and (m.end() < end or hi == n))
+    going = False
     for m in found:
         s, e = rule.secret_span(m)
-        if e > b and e > s and not rule.allowed(q, m, (s, e)):
-            spans.append((max(s, b), e, s >= b))
+        if e <= s or rule.allowed(text, m, (s, e)):
+            continue
+        if view is None:
+            if e > b:
+                spans.append((max(s, b), e, s >= b))
+        else:
+            _add_view_spans(view, s, e, b, spans, wholes)
+            going = going or (view.open_end and e >= len(text) - 1)
+    if view is not None and view.open_end and not found and hi == n:
+        going = view.text.translate(_TO_NUL).find(b"\x00", at) == -1  # its token runs into the row's end
+    return going
 
 
 def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:

@@ -83,8 +83,10 @@ class Redactor:
     :meth:`redact` / :meth:`redact_text` complete, self-contained data.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, max_hold: int = MAX_HOLD) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, max_hold: int = MAX_HOLD,
+                 cols: int | None = None) -> None:
         self.max_hold = max_hold
+        self.cols = cols  # the terminal's width, when known: a full line is one a TUI wrapped
         self._matcher = _matcher_for(secret_env_values(env), max_hold)
         self._held = b""  # raw bytes not released yet (they start with a text byte)
         self._esc = b""  # an unfinished escape sequence already released (needed to parse what follows)
@@ -146,7 +148,7 @@ class Redactor:
         ctx = self._ctx
         q = ctx + text if ctx else text
         b, n = len(ctx), len(q)
-        spans, cut, rest = self._matcher.scan(q, b, final, self._rest)
+        spans, cut, rest = self._matcher.scan(q, b, final, self._rest, self.cols)
         if cut == n:
             raw_cut = len(body)
         else:
