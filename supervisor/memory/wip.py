@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import atomic_write
+from ..session.redact import redact_text
 from .gitfiles import _pathspecs, _split_z, in_git
 
 REF_ROOT = "refs/agentd/wip"
@@ -215,7 +216,7 @@ def _newest_if_same(git: _Git, root: Path, unit: str, tree: str, head: str | Non
 def _message(unit: str, moment: str, session: str | None, when: str, changes: list[Change], stat: str) -> str:
     lines = [f"agentd wip: {unit} before {moment or 'save'}", "",
              f"The uncommitted work of unit {unit} in its scope, saved by agentd at {when}.",
-             f"{stat}" if stat else "", "", *[f"  {c.describe()}" for c in changes[:FILES_IN_MESSAGE]]]
+             f"{stat}" if stat else "", "", *[f"  {redact_text(c.describe())}" for c in changes[:FILES_IN_MESSAGE]]]
     if len(changes) > FILES_IN_MESSAGE:
         lines.append(f"  ... {len(changes) - FILES_IN_MESSAGE} more")
     lines += ["", f"Agentd-Unit: {unit}", f"Agentd-Moment: {moment}", f"Agentd-Session: {session or '-'}",

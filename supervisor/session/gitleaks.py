@@ -193,6 +193,12 @@ def _class_start(go: str, i: int) -> bool:
 
 
 # -- loading ----------------------------------------------------------------------------
+#: How gitleaks' generated rules end a secret (a blank, a quote, a semicolon, an escaped newline, the end)...
+_TOKEN_END = "(?:[\\x60'\"\\s;]|\\\\[nr]|$)"
+#: ... and how agentd ends it: also at the punctuation that follows a token in prose and paths (a full stop,
+#: a comma, a colon, a slash, a closing bracket, ``&``, ``?``, ``|``, ``>``), so a key in a sentence or in a
+#: file name (``src/sk_live_….txt``) is still a key.
+_TOKEN_END_HERE = "(?:[\\x60'\"\\s;.,:/)\\]}>|&?]|\\\\[nr]|$)"
 #: The lazy run before a "name = value" rule's name: it only widens the match to the left (the secret is the same),
 #: and a match begun at the keyword would try it 50 times over where the name is not followed by a value.
 _LAZY_NAME_RUN = "[\\w.-]{0,50}?"
@@ -234,6 +240,7 @@ def load(path: Path = DATA) -> tuple[Rule, ...]:
         secret, match, line, stop = _allowlists(spec)
         semi = _SEMI.match(spec["regex"]) is not None
         source = spec["regex"].replace(_LAZY_NAME_RUN, "") if semi else spec["regex"]
+        source = source.replace(_TOKEN_END, _TOKEN_END_HERE)
         back = INNER.get(rid)
         rules.append(Rule(
             id=rid,

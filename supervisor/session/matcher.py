@@ -46,6 +46,12 @@ from .unwrap import View, local_view, needs_view
 SCAN_BACK = 128
 #: At most this many bytes between the end of a "name = value" rule's name and its value (gitleaks' form: 20 + 3 + 4 + 5).
 SEMI_GAP = 40
+#: How far past its keyword a gitleaks rule's match may end (the longest, a PyPI token, is about 1,000).
+TOKEN_WINDOW = 1100
+#: The same for the rules searched around their keyword (:data:`~.gitleaks.INNER`; the longest, OpenAI's, is 160).
+INNER_WINDOW = 256
+#: What follows a secret cut out at its hold limit (``max_hold``): the rest of its token.
+_TOKEN_REST = re.compile(rb"[^\s'\"`;]*")
 #: Bytes that end every kept gitleaks rule's secret (blanks, quotes, backquote, semicolon).
 TERMINATORS = b" \t\n\r\x0b\x0c'\"`;"
 _TO_NUL = bytes.maketrans(TERMINATORS, b"\x00" * len(TERMINATORS))  # the matching text never holds a NUL
@@ -135,8 +141,12 @@ class Matcher:
                 kind = target[0]
                 if kind == _RULE:
                     rule = target[1]
-                    if _rule_spans(rule, q, pos, stop, b, spans, wholes, cols) and not final:
-                        holds.append(max(b, pos - (rule.back or 0)))  # a wrapped token may go on
+                    reach = _rule_spans(rule, q, pos, stop, b, spans, wholes, cols)
+                    if reach is not None and not final:  # a secret that reaches the end may go on
+                        if n - reach > self.max_hold:
+                            going = _TOKEN_REST  # held no longer: cut out now, and the rest of its token
+                        else:
+                            holds.append(max(b, reach))
                     if stop >= near_from:
                         near.append((stop, rule))
                 elif kind == _SHAPE:
@@ -170,10 +180,11 @@ class Matcher:
         """One shape at its literal: the secret if complete, the hold if it may still grow."""
         _, shape, cap, group = target
         limit = min(n, pos + cap + SCAN_BACK)
-        lo = max(0, pos - 1)  # the byte before: the shapes' look-behinds
-        view = local_view(q, lo, limit, cols) if needs_view(q, pos, limit, cols) else None
-        if view is not None:
-            return _shape_in_view(shape, cap, group, view, view.offset(pos), b, n, final, spans, holds, wholes)
+        if needs_view(q, pos, limit, cols):  # also as a TUI drew it, wrapped or boxed: both views count
+            lo = max(0, pos - 1)  # the byte before: the shapes' look-behinds
+            view = local_view(q, lo, limit, cols)
+            if view is not None:
+                _shape_in_view(shape, cap, group, view, view.offset(pos), b, n, final, spans, holds, wholes)
         hay = low if shape.lower else q
         m = shape.full.match(hay, pos)
         if m is not None:
@@ -255,41 +266,60 @@ def _add_view_spans(view: View, vs: int, ve: int, b: int, spans: list[Span], who
 
 
 def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[Span], wholes: list[tuple[int, int]],
-                cols: int | None) -> bool:
+                cols: int | None) -> int | None:
     """A gitleaks rule where its keyword ``q[pos:stop]`` is: its secrets that end past ``b``.
 
-    True when the secret runs into a row's end at the end of ``q`` (it may go on: hold it).
+    The rule runs on the text and, where a TUI wrapped or boxed it, on the
+    view without that decoration (:mod:`.unwrap`).  Returns where a secret
+    that reaches the end of ``q`` begins (it may go on), else None.
     """
     n = len(q)
-    back = rule.back or 0
-    lo = max(0, pos - back - 1)
-    hi = min(n, stop + 256)  # every INNER rule's match ends within 256 bytes of its keyword; tokens are shorter
-    view = local_view(q, lo, hi, cols) if needs_view(q, pos, hi, cols) else None
+    hi = min(n, stop + (INNER_WINDOW if rule.back is not None else TOKEN_WINDOW))
+    reach = _rule_found(rule, q, None, pos, stop - pos, hi, hi == n, b, spans, wholes)
+    if not needs_view(q, pos, hi, cols):
+        return reach
+    view = local_view(q, max(0, pos - (rule.back or 0) - 1), hi, cols)
     if view is None:
-        text, at, at_stop, end = q, pos, stop, hi
-    else:
-        text, at = view.text, view.offset(pos)
-        at_stop, end = at + stop - pos, len(view.text)
+        return reach
+    at = view.offset(pos)
+    wrapped = _rule_found(rule, view.text, view, at, stop - pos, len(view.text), view.to_end, b, spans, wholes)
+    if wrapped is None and view.open_end and view.text.translate(_TO_NUL).find(b"\x00", at) == -1:
+        wrapped = max(0, pos - (rule.back or 0))  # its token runs into a row's end: the next row may go on with it
+    return wrapped if reach is None else reach if wrapped is None else min(reach, wrapped)
+
+
+def _rule_found(rule: Rule, text: bytes, view: View | None, at: int, width: int, end: int, to_end: bool, b: int,
+                spans: list[Span], wholes: list[tuple[int, int]]) -> int | None:
+    """The rule's secrets in ``text`` (``q``, or ``view``'s text) where its keyword ``text[at:at + width]`` is.
+
+    ``end`` bounds the search (``to_end``: it is the end of the text).  Returns
+    where a secret that reaches the end of the text begins (in ``q``), else None.
+    """
     if rule.back is None:
-        m = rule.regex.match(text, at)
+        m = rule.regex.match(text, at, end)
         found: tuple[re.Match[bytes], ...] = () if m is None else (m,)
     else:
-        found = tuple(m for m in rule.regex.finditer(text, max(0, at - back), end)
-                      if m.start() <= at and m.end() >= at_stop and (m.end() < end or hi == n))
-    going = False
+        found = tuple(m for m in rule.regex.finditer(text, max(0, at - rule.back), end)
+                      if m.start() <= at and m.end() >= at + width)
+    reach: int | None = None
     for m in found:
         s, e = rule.secret_span(m)
         if e <= s or rule.allowed(text, m, (s, e)):
             continue
+        if m.end() == end and not to_end:  # the window ended inside it: a longer token, cut out to its end
+            e = _TOKEN_REST.match(text, e).end()
         if view is None:
             if e > b:
                 spans.append((max(s, b), e, s >= b))
+            at_end = e == len(text)
+            start = s
         else:
             _add_view_spans(view, s, e, b, spans, wholes)
-            going = going or (view.open_end and e >= len(text) - 1)
-    if view is not None and view.open_end and not found and hi == n:
-        going = view.text.translate(_TO_NUL).find(b"\x00", at) == -1  # its token runs into the row's end
-    return going
+            at_end = view.to_end and e >= len(text) - 1
+            start = view.at(s)
+        if at_end:
+            reach = start if reach is None else min(reach, start)
+    return reach
 
 
 def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:

@@ -266,4 +266,16 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     return _default_redactor.redact_text(text)
 
 
-__all__ = ["MAX_HOLD", "REDACTED", "Redactor", "is_secret_env_name", "redact_text", "secret_env_values"]
+def redact_value(value: object, env: Mapping[str, str] | None = None) -> object:
+    """``value`` with :func:`redact_text` applied to every string in it (dicts and lists walked; keys kept)."""
+    if isinstance(value, str):
+        return redact_text(value, env)
+    if isinstance(value, dict):
+        return {k: redact_value(v, env) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v, env) for v in value]
+    return value
+
+
+__all__ = ["MAX_HOLD", "REDACTED", "Redactor", "is_secret_env_name", "redact_text", "redact_value",
+           "secret_env_values"]
