@@ -1,9 +1,10 @@
 """The flood (scenario 2) as an A/B run: the floor and two versions of agentd, alternating, in one run.
 
-``python -m bench.flood_ab [--mb 50] [--reps 3] [--before REV] [--index on|off|default]``
+``python -m bench.flood_ab [--mb 50] [--reps 3] [--before REV] [--after REV] [--index on|off|default]``
 
 Each rotation runs the floor (:mod:`bench.floor`), agentd from ``git archive
-REV`` (default ``main``) and agentd from the working tree, one child flooding
+REV`` (default ``main``) and agentd from the working tree (or ``--after REV``:
+a snapshot, so editing the tree during a run changes nothing), one child flooding
 ``--mb`` MB each, in an order that turns every rotation.  Each agentd figure is
 printed as a ratio against the floor *of the same rotation*: on a machine
 shared with other work, only ratios measured side by side mean anything.
@@ -54,11 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=int, default=50)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--before", default="main", help="the revision to compare the working tree with")
+    p.add_argument("--before", default="main", help="the revision to compare with")
+    p.add_argument("--after", help="a revision instead of the working tree")
     p.add_argument("--index", choices=("on", "off", "default"), default="default", help="the daemon's event indexer")
     args = p.parse_args(argv)
     before = archive(args.before)
-    kinds = {"floor": None, f"agentd {args.before}": before, "agentd (tree)": None}
+    after = archive(args.after) if args.after else None
+    kinds = {"floor": None, f"agentd {args.before}": before, f"agentd {args.after or '(tree)'}": after}
     size = args.mb * 1_000_000
     ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds if k != "floor"}
     for rep in range(args.reps):

@@ -92,6 +92,7 @@ class Rule:
     back: int | None  # None: matched at the keyword; else searched from this many bytes before it
     starts_token: bool  # the keyword begins the secret (not inside it, not a name before it)
     semi: bool  # "name ... = value": the keyword is a name before the secret
+    cased: tuple[bytes, ...] = ()  # the keywords as the regex spells them, when it takes no other case
     allow_secret: tuple[re.Pattern[bytes], ...] = ()
     allow_match: tuple[re.Pattern[bytes], ...] = ()
     allow_line: tuple[re.Pattern[bytes], ...] = ()
@@ -224,6 +225,19 @@ def _allowlists(spec: dict) -> tuple[list[re.Pattern[bytes]], list[re.Pattern[by
     return secret, match, line, stop
 
 
+def _cased(regex: re.Pattern[bytes], keywords: list[str]) -> tuple[bytes, ...]:
+    """How a case-sensitive regex spells each keyword (``SK`` of twilio's ``sk``); () when any case may match."""
+    if regex.flags & re.IGNORECASE or regex.pattern.startswith(b"(?i"):
+        return ()
+    spelled = []
+    for keyword in keywords:
+        m = re.search(re.escape(keyword.encode()), regex.pattern, re.IGNORECASE)
+        if m is None:
+            return ()
+        spelled.append(m.group())
+    return tuple(spelled)
+
+
 @lru_cache(maxsize=1)
 def load(path: Path = DATA) -> tuple[Rule, ...]:
     """The kept rules of the vendored gitleaks configuration (translated and compiled once)."""
@@ -242,14 +256,16 @@ def load(path: Path = DATA) -> tuple[Rule, ...]:
         source = spec["regex"].replace(_LAZY_NAME_RUN, "") if semi else spec["regex"]
         source = source.replace(_TOKEN_END, _TOKEN_END_HERE)
         back = INNER.get(rid)
+        regex = _compile(source)
         rules.append(Rule(
             id=rid,
             keywords=tuple(sorted({k.lower().encode() for k in spec["keywords"]})),
-            regex=_compile(source),
+            regex=regex,
             group=-1 if rid in WHOLE_MATCH else int(spec.get("secretGroup", 0)),
             entropy=float(spec.get("entropy", 0.0)),
             back=back,
             starts_token=not semi and back is None,
+            cased=_cased(regex, spec["keywords"]),
             semi=semi,
             allow_secret=glob_secret + tuple(secret),
             allow_match=tuple(match),

@@ -147,7 +147,7 @@ class Matcher:
                             going = _TOKEN_REST  # held no longer: cut out now, and the rest of its token
                         else:
                             holds.append(max(b, reach))
-                    if stop >= near_from:
+                    if stop >= near_from and (not rule.cased or q[pos:stop] in rule.cased):
                         near.append((stop, rule))
                 elif kind == _SHAPE:
                     g = self._shape(target, q, low, pos, b, n, final, spans, holds, wholes, cols)

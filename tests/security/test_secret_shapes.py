@@ -42,7 +42,7 @@ ENV = {"DEPLOY_TOKEN": "Xq7#Lm2p"}  # exactly 8 characters: the README promises 
 STRIPE_LIVE = "sk_live_51H8aQ2eZvKYlo2C7xQ9mN4pR6sT8uV0wX2yZ4aB6cD8eFgH"
 STRIPE_RESTRICTED = "rk_live_51H8aQ2eZvKYlo2CaB3cD4eF5gH6iJ7kL8mN9oP0qR1sT2uV"
 NPM = "npm_Q7vB2mX9kL4pT8wR1nZ6yH3jF5dS0aGcE1x2"
-HUGGING_FACE = "hf_QvBmXkLpTwRnZyHjFdSaGcEqWeRtYuIoPlKj"
+HUGGING_FACE = "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"
 AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 AZURE = f"DefaultEndpointsProtocol=https;AccountName=agentdtest;AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net"
 WRAPPED = "ghp_R4nD0mT0k3nV4lu3F0rT3st1ngXyZ987654"  # 40: the first line holds only 10 of them
@@ -74,8 +74,8 @@ def wrapped_at(width: int, name: str, key: str) -> tuple[str, str]:
 
 plant("stripe-live", STRIPE_LIVE, f"STRIPE_API={STRIPE_LIVE}")
 plant("stripe-restricted", STRIPE_RESTRICTED, f"restricted key {STRIPE_RESTRICTED} (read-only)")
-plant("npm", NPM, f"//registry.npmjs.org/:_authToken={NPM}")
-plant("hugging-face", HUGGING_FACE, f"HF token: {HUGGING_FACE}")
+plant("npm", NPM, f"npm whoami with {NPM} ok")
+plant("hugging-face", HUGGING_FACE, f"logged in to the Hub as {HUGGING_FACE}.")
 plant("azure", AZURE_KEY, AZURE)
 plant("env-8-chars", ENV["DEPLOY_TOKEN"], f"deploying with {ENV['DEPLOY_TOKEN']} now")
 _line1, _line2 = wrapped_at(COLS, "wrapped", WRAPPED)
