@@ -38,6 +38,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "gitleaks.toml"
 
@@ -206,8 +207,24 @@ _LAZY_NAME_RUN = "[\\w.-]{0,50}?"
 _SEMI = re.compile(r"(?:\(\?i\))?\[\\w\.-\]\{0,50\}\?\(\?(?:i)?:")
 
 
+class _Lazy:
+    """A translated regex compiled at its first use: most rules never meet their keyword (and a CLI command
+    that redacts one line should not compile 200 regexes)."""
+
+    __slots__ = ("source", "_compiled")
+
+    def __init__(self, source: bytes) -> None:
+        self.source = source
+        self._compiled: re.Pattern[bytes] | None = None
+
+    def __getattr__(self, name: str) -> Any:  # match, search, finditer, pattern, flags ...
+        if self._compiled is None:
+            self._compiled = re.compile(self.source)
+        return getattr(self._compiled, name)
+
+
 def _compile(go: str) -> re.Pattern[bytes]:
-    return re.compile(translate(go).encode())
+    return _Lazy(translate(go).encode())  # type: ignore[return-value]
 
 
 def _allowlists(spec: dict) -> tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]], list[re.Pattern[bytes]], list[bytes]]:
@@ -225,13 +242,13 @@ def _allowlists(spec: dict) -> tuple[list[re.Pattern[bytes]], list[re.Pattern[by
     return secret, match, line, stop
 
 
-def _cased(regex: re.Pattern[bytes], keywords: list[str]) -> tuple[bytes, ...]:
+def _cased(source: bytes, keywords: list[str]) -> tuple[bytes, ...]:
     """How a case-sensitive regex spells each keyword (``SK`` of twilio's ``sk``); () when any case may match."""
-    if regex.flags & re.IGNORECASE or regex.pattern.startswith(b"(?i"):
+    if source.startswith(b"(?i"):
         return ()
     spelled = []
     for keyword in keywords:
-        m = re.search(re.escape(keyword.encode()), regex.pattern, re.IGNORECASE)
+        m = re.search(re.escape(keyword.encode()), source, re.IGNORECASE)
         if m is None:
             return ()
         spelled.append(m.group())
@@ -265,7 +282,7 @@ def load(path: Path = DATA) -> tuple[Rule, ...]:
             entropy=float(spec.get("entropy", 0.0)),
             back=back,
             starts_token=not semi and back is None,
-            cased=_cased(regex, spec["keywords"]),
+            cased=_cased(regex.source, spec["keywords"]),  # type: ignore[attr-defined]
             semi=semi,
             allow_secret=glob_secret + tuple(secret),
             allow_match=tuple(match),

@@ -5,9 +5,12 @@ escape sequences, cursor movements included, and control bytes removed), so a
 key printed with colour codes or cursor moves inside it is still one key.  The
 secret's text bytes are cut out of the raw bytes and replaced by
 ``[REDACTED]``; escape sequences among them are kept, so the terminal's state
-(colours, cursor) stays what the agent made it.  The shapes are
-:data:`~.shapes.SHAPES` (their sources are named there) plus the exact values
-of the unit's secret environment variables.
+(colours, cursor) stays what the agent made it.  What is a secret is
+:mod:`.matcher`'s business: agentd's shapes (:data:`~.shapes.SHAPES`),
+gitleaks' rules (:mod:`.gitleaks`) and the exact values of the unit's secret
+environment variables, all found in one automaton pass; a secret a TUI
+wrapped or drew in a box is found in a view without that decoration
+(:mod:`.unwrap`) and cut out of each row it was drawn on.
 
 Holding back
 ------------
@@ -20,12 +23,13 @@ time passed.  The parts of a pattern that are kept (``password=``,
 :data:`CONTEXT` bytes of text it released, so a value arriving later is still
 recognised.  So for any split of a stream, ``feed(a) + feed(b) + flush()``
 equals ``redact(a + b)`` (unless a cap was reached); :meth:`~Redactor.flush`
-is for the end of the stream.
+is for the end of the stream.  A gitleaks rule's token is held while it is
+the open token at the end (see :mod:`.matcher`), a secret that reaches the end
+up to ``max_hold``: past that it is cut out, and the rest of its token too.
 
 Speed: a chunk is projected once (a regex substitution and a
-``bytes.translate``), then each shape's literal is searched once
-(:data:`~.shapes.SHAPES` anchors every pattern at a literal); the full
-patterns run only where a literal was found, and the raw bytes are mapped to
+``bytes.translate``), lowercased and searched once by the automaton; the full
+patterns run only where a keyword was found, and the raw bytes are mapped to
 the text (:func:`~.cleantext.text_runs`) only where a secret was.
 """
 

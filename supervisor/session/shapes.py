@@ -1,4 +1,9 @@
-"""The secret shapes agentd redacts, where each pattern comes from, and how each ends.
+"""agentd's own secret shapes, where each pattern comes from, and how each ends.
+
+gitleaks' rules (:mod:`.gitleaks`) cover the providers' token formats; these
+are the shapes a stream needs written out by hand (a PEM block held to its END
+line, ``password: "a quoted value"``, passwords in URLs) and those agentd had
+before it took gitleaks' rules.  :mod:`.matcher` runs both in one pass.
 
 Sources
 -------
@@ -6,7 +11,7 @@ The shapes follow the detectors of Yelp's **detect-secrets** (Apache-2.0,
 ``detect_secrets/plugins/``: ``aws.py``, ``basic_auth.py``,
 ``github_token.py``, ``gitlab_token.py``, ``jwt.py``, ``keyword.py``,
 ``openai.py``, ``private_key.py``, ``slack.py``), rewritten for a byte
-stream: each pattern is anchored at a literal that a fast search finds, says
+stream: each pattern is anchored at a literal (a keyword of the matcher's automaton), says
 which part is the secret (the rest is kept: ``password=``, ``Bearer ``,
 ``https://user:``), and comes with a *partial* form that recognises a secret
 that has begun but not ended.  Where they differ from detect-secrets:
