@@ -287,3 +287,32 @@ def test_one_automaton_per_set_of_secret_values() -> None:
     assert m.env_values == (b"Value123",)
     spans, cut, rest = m.scan(b"x Value123 value123", 0, True)
     assert spans == [(2, 10, True)] and cut == 19 and rest is None
+
+
+# -- what is kept in the raw view but is no text: window titles and other terminal strings ----------
+
+STRIPE_KEY = b"sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+GH_KEY = b"ghp_R4nD0mT0k3nV4lu3F0rT3st1ngXyZ987654"
+
+
+@pytest.mark.parametrize(("before", "key", "after"), [
+    (b"a \x1b]0;title ", STRIPE_KEY, b"\x07ok\r\n"),  # OSC ended by BEL
+    (b"a \x1b]2;", STRIPE_KEY, b"\x1b\\ok\r\n"),  # OSC ended by ST
+    (b"x \x1bP", STRIPE_KEY, b"\x1b\\ ok\r\n"),  # DCS
+    (b"x \x1b_", GH_KEY, b"\x1b\\ ok\r\n"),  # APC
+])
+def test_a_key_in_a_terminal_string_is_cut_out_of_the_raw_view_for_any_split(before: bytes, key: bytes,
+                                                                               after: bytes) -> None:
+    data = before + key + after
+    expected = before + b"[REDACTED]" + after
+    assert red(data) == expected
+    for cut in range(len(data) + 1):
+        r = Redactor()
+        assert r.feed(data[:cut]) + r.feed(data[cut:]) + r.flush() == expected, cut
+
+
+def test_an_unended_terminal_string_is_held_until_it_ends() -> None:
+    r = Redactor()
+    assert r.feed(b"x \x1b]0;sk_live_4eC39Hq") == b"x " and r.pending == len(b"\x1b]0;sk_live_4eC39Hq")
+    assert r.feed(b"LyjWDarjtT1zdp7dc\x07y") == b"\x1b]0;[REDACTED]\x07y"
+    assert r.feed(b"z \x1b") == b"z " and r.feed(b"[1m. ") == b"\x1b[1m. "  # a lone ESC waits for its next byte

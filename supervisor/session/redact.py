@@ -148,13 +148,19 @@ class Redactor:
         prefix = self._esc
         body = prefix + buf if prefix else buf
         u = unfinished_escape(body)
+        # a string not ended yet (or an ESC that may begin one) is held whole: it may hold a key
+        string_open = not final and u < len(body) and body[u + 1:u + 2] in _STRING_INTRODUCERS
+        if b"\x1b" in body and _has_string(body):  # a window title or a DCS payload is shown or kept: redact it too
+            end = len(body) if final else u
+            body = prefix + _STRING_SEQ.sub(self._redact_payload, body[len(prefix):end]) + body[end:]
+            u = unfinished_escape(body)
         text, moves = split_text(body[:u]) if u else (b"", [])
         ctx = self._ctx
         q = ctx + text if ctx else text
         b, n = len(ctx), len(q)
         spans, cut, rest = self._matcher.scan(q, b, final, self._rest, self.cols)
         if cut == n:
-            raw_cut = len(body)
+            raw_cut = u if string_open else len(body)  # a string not ended yet is held whole (it may hold a key)
         else:
             raw_cut = self._tail_raw(body, u, text, cut - b)
         if not spans:
@@ -167,10 +173,15 @@ class Redactor:
             out = self._cut_out(body, u, b, merged, len(prefix), raw_cut)
             shown = _cut_text(q, b, cut, merged, moves)
         self._held = body[raw_cut:]
-        self._esc = body[u:] if cut == n else b""
+        self._esc = body[u:] if cut == n and not string_open else b""
         self._ctx = q[max(0, cut - CONTEXT):cut]
         self._rest = rest
         return out, shown
+
+    def _redact_payload(self, m: re.Match[bytes]) -> bytes:
+        payload = m.group(2)
+        redacted = self.redact(payload)
+        return m.group(0) if redacted == payload else m.group(1) + redacted
 
     @staticmethod
     def _tail_raw(body: bytes, u: int, text: bytes, t: int) -> int:
@@ -208,6 +219,16 @@ class Redactor:
             pos = re_
         out += body[pos:raw_cut]
         return bytes(out)
+
+
+#: Terminal strings (OSC, DCS, SOS, PM, APC): their payload is no text of the screen, but a window title is
+#: shown and every one is kept in the ``.log`` and relayed to viewers.  OSC ends at BEL or ESC, the others at ESC.
+_STRING_SEQ = re.compile(rb"(\x1b(?:\]|[PX^_]))((?<=\])[^\x07\x1b]*|(?<!\])[^\x1b]*)")
+_STRING_INTRODUCERS = (b"", b"]", b"P", b"X", b"^", b"_")  # b"": a lone ESC at the end may begin one
+
+
+def _has_string(data: bytes) -> bool:
+    return any(b"\x1b" + c in data for c in _STRING_INTRODUCERS[1:])
 
 
 def _merge(spans: list[tuple[int, int, bool]], cut: int) -> list[tuple[int, int, bool]]:
