@@ -316,3 +316,11 @@ def test_an_unended_terminal_string_is_held_until_it_ends() -> None:
     assert r.feed(b"x \x1b]0;sk_live_4eC39Hq") == b"x " and r.pending == len(b"\x1b]0;sk_live_4eC39Hq")
     assert r.feed(b"LyjWDarjtT1zdp7dc\x07y") == b"\x1b]0;[REDACTED]\x07y"
     assert r.feed(b"z \x1b") == b"z " and r.feed(b"[1m. ") == b"\x1b[1m. "  # a lone ESC waits for its next byte
+
+
+def test_an_invisible_character_inside_a_key_does_not_split_it() -> None:
+    key = "sk-proj-Q7vB2mX9kL{}4pT8wR1nZ6yH3jF5dS0aGcE"
+    for invisible in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"):
+        out = red(f"x {key.format(invisible)} ok".encode())
+        assert out.startswith(b"x [REDACTED]") and out.endswith(b" ok") and b"4pT8wR1n" not in out, invisible
+    assert red("a\u200bb plain".encode()) == "a\u200bb plain".encode()  # the raw view keeps them

@@ -161,8 +161,8 @@ class Redactor:
         spans, cut, rest = self._matcher.scan(q, b, final, self._rest, self.cols)
         if cut == n:
             raw_cut = u if string_open else len(body)  # a string not ended yet is held whole (it may hold a key)
-        else:
-            raw_cut = self._tail_raw(body, u, text, cut - b)
+        else:  # never inside the released escape prefix (its bytes are out already)
+            raw_cut = max(len(prefix), self._tail_raw(body, u, text, cut - b))
         if not spans:
             out = body[len(prefix):raw_cut]
             shown = q[b:cut]
