@@ -87,7 +87,6 @@ class Matcher:
         patterns = list(targets)
         self._targets = [targets[p] for p in patterns]
         self._automaton = ahocorasick_rs.BytesAhoCorasick(patterns, implementation=ahocorasick_rs.Implementation.DFA)
-        self._any_lower = any(s.lower for s in SHAPES)
         # Unfinished literals of the shapes (``s``, ``sk`` of ``sk-``): prefix -> bytes that may not precede it.
         prefixes: dict[bytes, bytes] = {}
         for shape in SHAPES:
