@@ -324,3 +324,45 @@ def test_an_invisible_character_inside_a_key_does_not_split_it() -> None:
         out = red(f"x {key.format(invisible)} ok".encode())
         assert out.startswith(b"x [REDACTED]") and out.endswith(b" ok") and b"4pT8wR1n" not in out, invisible
     assert red("a\u200bb plain".encode()) == "a\u200bb plain".encode()  # the raw view keeps them
+
+
+# -- ordinary output is left alone -------------------------------------------------------------
+
+def _ordinary() -> dict[str, bytes]:
+    import json
+    from pathlib import Path
+
+    from bench.child import line
+    from supervisor.fakeagent.work import flood_payload, work_lines
+
+    texts: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in sorted((Path(__file__).parent / "data").glob("*.jsonl")):
+        for row in path.read_text().splitlines():
+            walk(json.loads(row))
+    return {
+        "fake agent (colour)": "".join(x + "\r\n" for x in work_lines(2000, True)).encode(),
+        "fake agent": "".join(x + "\r\n" for x in work_lines(2000, False)).encode(),
+        "fake agent flood": flood_payload(100_000),
+        "bench child": b"".join(line(i, 100) for i in range(1000)).replace(b"\n", b"\r\n"),
+        "real transcripts (tests/data)": "\r\n".join(texts).encode(),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_ordinary()))
+def test_ordinary_agent_output_is_not_masked(name: str) -> None:
+    text = _ordinary()[name]
+    assert len(text) > 10_000
+    assert red(text, cols=120) == text
+    r = Redactor(cols=120)
+    assert b"".join(r.feed(text[i:i + 4096]) for i in range(0, len(text), 4096)) + r.flush() == text
