@@ -55,9 +55,9 @@ _SPLIT = re.compile(rb"(\x1b\[[0-?]*[ -/]*[HfABEFd])|" + _ESC_SEQ.pattern)
 #: Invisible characters a terminal draws as nothing (zero-width space, non-joiner, joiner, word joiner, BOM):
 #: taken out of the text like a control, so one inside a key does not split it.
 _ZERO_WIDTH = re.compile(rb"\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf")
-#: A sequence, a deleted control byte or an invisible character: what :func:`text_runs` steps over.
-_ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]+|\x1b|"
-                          + _ZERO_WIDTH.pattern)
+#: A sequence or a deleted control byte: what :func:`text_runs` steps over (and invisible characters, when any).
+_ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]+|\x1b")
+_ESC_CTRL_OR_INVISIBLE = re.compile(_ESC_OR_CTRL.pattern + rb"|" + _ZERO_WIDTH.pattern)
 #: An escape sequence that is not finished at the end of the data (OSC/DCS strings included).
 _UNFINISHED = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[PX^_][^\x1b]*|[ -/]*)\Z")
 #: An unfinished sequence longer than this is given up on (its bytes count as finished).
@@ -107,9 +107,9 @@ def split_text(data: bytes) -> tuple[bytes, list[int]]:
 
 def _visible(text: bytes) -> bytes:
     """``text`` without invisible characters (cheap when there are none: ASCII text is checked at once)."""
-    if not text.isascii() and (b"\xe2\x80" in text or b"\xe2\x81\xa0" in text or b"\xef\xbb\xbf" in text):
-        return _ZERO_WIDTH.sub(b"", text)
-    return text
+    if text.isascii() or _ZERO_WIDTH.search(text) is None:
+        return text
+    return _ZERO_WIDTH.sub(b"", text)
 
 
 def project(data: bytes) -> bytes:
@@ -135,7 +135,8 @@ def text_runs(data: bytes) -> list[tuple[int, int, int]]:
     """``(text_start, raw_start, length)`` of each piece of :func:`project`'s text, in order."""
     runs: list[tuple[int, int, int]] = []
     text = raw = 0
-    for m in _ESC_OR_CTRL.finditer(data):
+    steps = _ESC_OR_CTRL if data.isascii() or _ZERO_WIDTH.search(data) is None else _ESC_CTRL_OR_INVISIBLE
+    for m in steps.finditer(data):
         if m.start() > raw:
             runs.append((text, raw, m.start() - raw))
             text += m.start() - raw

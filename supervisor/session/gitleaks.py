@@ -94,6 +94,7 @@ class Rule:
     starts_token: bool  # the keyword begins the secret (not inside it, not a name before it)
     semi: bool  # "name ... = value": the keyword is a name before the secret
     cased: tuple[bytes, ...] = ()  # the keywords as the regex spells them, when it takes no other case
+    boundary: bool = False  # the regex begins with \b at its keyword: no match begins after a word byte
     allow_secret: tuple[re.Pattern[bytes], ...] = ()
     allow_match: tuple[re.Pattern[bytes], ...] = ()
     allow_line: tuple[re.Pattern[bytes], ...] = ()
@@ -283,6 +284,7 @@ def load(path: Path = DATA) -> tuple[Rule, ...]:
             back=back,
             starts_token=not semi and back is None,
             cased=_cased(regex.source, spec["keywords"]),  # type: ignore[attr-defined]
+            boundary=back is None and not semi and re.match(rb"(?:\(\?i\))?\\b", regex.source) is not None,  # type: ignore[attr-defined]
             semi=semi,
             allow_secret=glob_secret + tuple(secret),
             allow_match=tuple(match),

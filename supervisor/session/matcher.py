@@ -40,7 +40,7 @@ import ahocorasick_rs
 
 from .gitleaks import Rule, load
 from .shapes import SHAPES, TOKEN_CAP, Shape
-from .unwrap import View, local_view, needs_view
+from .unwrap import View, local_view, needs_view, wraps_after
 
 #: A kept part (a name, its quotes and separator) is at most this long: hits that far before the new text count.
 SCAN_BACK = 128
@@ -179,7 +179,8 @@ class Matcher:
         """One shape at its literal: the secret if complete, the hold if it may still grow."""
         _, shape, cap, group = target
         limit = min(n, pos + cap + SCAN_BACK)
-        if needs_view(q, pos, limit, cols):  # also as a TUI drew it, wrapped or boxed: both views count
+        if (needs_view(q, pos, limit, cols) if shape.cap != TOKEN_CAP else wraps_after(q, pos, cols)
+                or shape.partial.groupindex and _value_wraps(shape, q, low, pos, cols)):  # also as a TUI drew it
             lo = max(0, pos - 1)  # the byte before: the shapes' look-behinds
             view = local_view(q, lo, limit, cols)
             if view is not None:
@@ -231,6 +232,12 @@ class Matcher:
         return False
 
 
+def _value_wraps(shape: Shape, q: bytes, low: bytes, pos: int, cols: int | None) -> bool:
+    """A name = value shape (``password: …``): whether its value, found in the text, runs into decoration."""
+    m = shape.full.match(low if shape.lower else q, pos)
+    return m is not None and wraps_after(q, m.start("v"), cols)
+
+
 def _shape_in_view(shape: Shape, cap: int, group: int | str, view: View, at: int, b: int, n: int,
                    final: bool, spans: list[Span], holds: list[int], wholes: list[tuple[int, int]]) -> None:
     """:meth:`Matcher._shape` on a wrapped or boxed secret: matched in the view, cut out of the text in pieces."""
@@ -273,9 +280,15 @@ def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[S
     that reaches the end of ``q`` begins (it may go on), else None.
     """
     n = len(q)
+    if rule.boundary and pos and q[pos - 1] in _WORD:
+        return None  # its regex begins with \b: no match can begin here
+    if rule.cased and q[pos:stop] not in rule.cased:
+        return None  # its regex takes the keyword in one spelling only
     hi = min(n, stop + (INNER_WINDOW if rule.back is not None else TOKEN_WINDOW))
-    reach = _rule_found(rule, q, None, pos, stop - pos, hi, hi == n, b, spans, wholes)
-    if not needs_view(q, pos, hi, cols):
+    found: list[tuple[int, int]] = []
+    reach = _rule_found(rule, q, None, pos, stop - pos, hi, hi == n, b, spans, wholes, found)
+    at = found[0][1] if rule.semi and found else pos  # a name = value rule: where its value ends
+    if not wraps_after(q, at, cols):
         return reach
     view = local_view(q, max(0, pos - (rule.back or 0) - 1), hi, cols)
     if view is None:
@@ -288,7 +301,8 @@ def _rule_spans(rule: Rule, q: bytes, pos: int, stop: int, b: int, spans: list[S
 
 
 def _rule_found(rule: Rule, text: bytes, view: View | None, at: int, width: int, end: int, to_end: bool, b: int,
-                spans: list[Span], wholes: list[tuple[int, int]]) -> int | None:
+                spans: list[Span], wholes: list[tuple[int, int]], found_out: list[tuple[int, int]] | None = None
+                ) -> int | None:
     """The rule's secrets in ``text`` (``q``, or ``view``'s text) where its keyword ``text[at:at + width]`` is.
 
     ``end`` bounds the search (``to_end``: it is the end of the text).  Returns
@@ -307,6 +321,8 @@ def _rule_found(rule: Rule, text: bytes, view: View | None, at: int, width: int,
             continue
         if m.end() == end and not to_end:  # the window ended inside it: a longer token, cut out to its end
             e = _TOKEN_REST.match(text, e).end()
+        if found_out is not None:
+            found_out.append((s, e))
         if view is None:
             if e > b:
                 spans.append((max(s, b), e, s >= b))

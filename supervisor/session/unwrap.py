@@ -77,8 +77,25 @@ class View:
         return out
 
 
+_TOKEN = re.compile(rb"[^\s'\"`;\xe2]*")  # a token's bytes, up to a blank, a quote, ``;`` or a box line's first byte
+_AFTER = re.compile(rb"(?P<border> ?" + _V + rb"|\xe2[\x94\x95]?\Z)|" + _BREAK)
+
+
+def wraps_after(text: bytes, at: int, cols: int | None) -> bool:
+    """Whether the token from ``at`` runs into decoration: a box line, or a line break after a full line.
+
+    Cheap (two anchored matches): what the matcher asks at every keyword of a
+    one-line secret before it builds a :func:`local_view`.
+    """
+    end = _TOKEN.match(text, at).end()  # type: ignore[union-attr]
+    m = _AFTER.match(text, end)
+    if m is None:
+        return False
+    return m.group("border") is not None or bool(cols) and _width(text, end) >= cols - 1  # type: ignore[operator]
+
+
 def needs_view(text: bytes, lo: int, limit: int, cols: int | None) -> bool:
-    """Whether ``text[lo:limit]`` holds decoration (cheap: box lines, or any line break with a width)."""
+    """Whether ``text[lo:limit]`` holds decoration (box lines, or a line break with a width): for multi-line secrets."""
     if text.find(b"\xe2\x94", lo, limit) != -1 or text.find(b"\xe2\x95", lo, limit) != -1:
         return True
     if limit == len(text) and text.find(b"\xe2", limit - 2, limit) != -1:
@@ -137,4 +154,4 @@ def _width(text: bytes, end: int) -> int:
     return len(line.translate(None, _CONTINUATION))
 
 
-__all__ = ["View", "local_view", "needs_view"]
+__all__ = ["View", "local_view", "needs_view", "wraps_after"]
