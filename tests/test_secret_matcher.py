@@ -17,7 +17,7 @@ from supervisor.session.gitleaks import DROPPED, INNER, WHOLE_MATCH, load, shann
 from supervisor.session.matcher import Matcher
 from supervisor.session.redact import (MIN_ENV_SECRET_LEN, Redactor, is_secret_env_name, redact_text, redact_value,
                                        secret_env_values)
-from supervisor.session.shapes import _charset, keyword_value_ok
+from supervisor.session.shapes import PEM_CAP, SHAPES, TOKEN_CAP, _charset, keyword_value_ok
 from supervisor.session.unwrap import local_view, needs_view
 from tests.secret_samples import secret_of
 
@@ -50,6 +50,7 @@ CAUGHT = [
     (b"AccountKey=" + b"Ab+/" * 5 + b"==;x", b"AccountKey=[REDACTED];x"),
     (b"SharedAccessKey = " + b"c" * 20, b"SharedAccessKey = [REDACTED]"),
     (b"passwd: abc123", b"passwd: [REDACTED]"), (b"password=hunter2", b"password=[REDACTED]"),
+    (b"DB_PASSWORD=hunter2x", b"DB_PASSWORD=[REDACTED]"), (b"password=a$b%cdef", b"password=[REDACTED]"),
     (b"credential := xyz789", b"credential := [REDACTED]"), (b"credentials=>'a b c d'", b"credentials=>[REDACTED]"),
     (b"api_key: 'k3y-v4l'", b"api_key: [REDACTED]"), (b"apikey=zzzzzz1", b"apikey=[REDACTED]"),
     (b"x-token: \\\"quoted1\\\"", b"x-token: [REDACTED]"), (b'secret"  : "s3cr3t!"', b'secret"  : [REDACTED]'),
@@ -62,6 +63,7 @@ LEFT = [
     b"password: short", b"password: 1234567", b"token: ********", b"secret: <yours>", b"token: ${TOKEN}",
     b"password: {{pw}}", b"token: true", b"secret: [REDACTED]x", b"keyboard=qwertyuiop", b"monkey=banana99",
     b"-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----", b"://:@", b"sk_test", b"npm_short",
+    b"password=$PASSWORD_FROM_ENV", b"password=%PASSWORD_VAR%",
 ]
 
 
@@ -76,15 +78,25 @@ def test_what_is_not_a_secret_is_left_alone(text: bytes) -> None:
 
 
 def test_keyword_values_are_vetted() -> None:
-    assert keyword_value_ok(b"abc123") and keyword_value_ok(b"'ab cd e'")
+    assert keyword_value_ok(b"abc123") is True and keyword_value_ok(b"'ab cd e'") is True
     for value in (b"abc12", b"'12345678'", b"1.2.3-4_5:6", b"********", b"xxxxxx", b"......", b"NULL",
                   b"Example", b"${X_Y}", b"{{ pw }}", b"<your-key>", b"%(pw)s", b"$(cat f)", b"a[REDACTED]b"):
-        assert not keyword_value_ok(value), value
+        assert keyword_value_ok(value) is False, value
 
 
 def test_a_character_class_is_spelled_out() -> None:
     assert _charset("a-c_\\-") == b"-_abc"
     assert _charset("A-Za-z0-9") == bytes(sorted(set(range(65, 91)) | set(range(97, 123)) | set(range(48, 58))))
+    assert _charset("x\\") == b"\\x"  # a backslash at the very end is itself
+    assert _charset("\\]a") == b"]a" and _charset("ab-") == b"-ab" and _charset("a-") == b"-a"
+    assert _charset("\\--/") == b"-/"  # an escaped byte is itself, never a range's start
+
+
+def test_the_shapes_and_their_caps_are_what_the_readme_says() -> None:
+    assert [s.name for s in SHAPES] == ["sk-key", "github", "gitlab", "aws-key-id", "slack", "google-api-key", "jwt",
+                                        "private-key", "url-password", "bearer", "aws-secret-key",
+                                        "azure-storage-key", "keyword"]
+    assert TOKEN_CAP == 256 and PEM_CAP == 16 * 1024  # "a cap (256 bytes; 16 KiB for a PEM block ...)"
 
 
 # -- the environment's values -----------------------------------------------------------

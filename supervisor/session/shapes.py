@@ -79,11 +79,6 @@ class Shape:
     accept: Callable[[bytes], bool] | None = None
 
 
-def _prefixes(literal: bytes) -> str:
-    """Regex alternatives for every proper prefix of ``literal``."""
-    return "|".join(re.escape(literal[:i].decode()) for i in range(1, len(literal)))
-
-
 def _token(name: str, literals: tuple[bytes, ...], body: str, least: int, before: str,
            end: str = "", most: int | None = None) -> Shape:
     """A shape that is one run of characters starting with one of ``literals``."""
