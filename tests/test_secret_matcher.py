@@ -198,7 +198,8 @@ def test_a_gitleaks_token_is_held_until_it_ends_and_nothing_else() -> None:
     assert r.feed(b"LyjWDarjtT1zdp7dc ok\r\n") == b"[REDACTED] ok\r\n"
     assert r.feed(b"start sk_li") == b"start "  # an unfinished keyword at a word's start
     assert r.feed(b"ve_4eC39HqLyjWDarjtT1zdp7dc\n") == b"[REDACTED]\n"
-    for tail in (b"fake> ", b"Running tests", b"ok ask_li", b"done; ", b"wait (y/n)", b"tasks"):
+    for tail in (b"fake> ", b"Running tests", b"ok ask_li", b"done; ", b"wait (y/n)", b"tasks", b"hello monkey",
+                 b"they", b"args."):
         r = Redactor()
         assert r.feed(tail) == tail and r.pending == 0, tail
     r = Redactor()

@@ -146,8 +146,9 @@ class Matcher:
                             going = _TOKEN_REST  # held no longer: cut out now, and the rest of its token
                         else:
                             holds.append(max(b, reach))
-                    if stop >= near_from and (not rule.cased or q[pos:stop] in rule.cased):
-                        near.append((stop, rule))
+                    if stop >= near_from and (not rule.cased or q[pos:stop] in rule.cased) and not (
+                            rule.boundary and pos and q[pos - 1] in _WORD):
+                        near.append((stop, rule))  # (a keyword where its regex cannot begin holds nothing)
                 elif kind == _SHAPE:
                     g = self._shape(target, q, low, pos, b, n, final, spans, holds, wholes, cols)
                     if g is not None:
