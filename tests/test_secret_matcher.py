@@ -379,3 +379,36 @@ def test_ordinary_agent_output_is_not_masked(name: str) -> None:
     assert red(text, cols=120) == text
     r = Redactor(cols=120)
     assert b"".join(r.feed(text[i:i + 4096]) for i in range(0, len(text), 4096)) + r.flush() == text
+
+
+# -- the stream's edges (mutation run: survivors of redact.py) ----------------------------------
+
+def test_the_released_text_has_a_newline_per_line_move_up_to_the_cut() -> None:
+    assert Redactor().feed_text(b"a\x1b[2Bb ") == (b"a\x1b[2Bb ", b"a\nb ")
+    key = b"sk-" + b"a" * 22
+    assert Redactor().feed_text(key + b"\x1b[2Bx y") == (b"[REDACTED]\x1b[2B y", b"[REDACTED]\n y")
+    r = Redactor()
+    assert r.feed_text(b"ok\x1b[2Bgo sk-ab") == (b"ok\x1b[2Bgo ", b"ok\ngo ")  # the held key's start, not the move
+
+
+def test_flush_gives_the_raw_bytes_and_an_unended_string_at_the_end_is_released() -> None:
+    r = Redactor()
+    assert r.feed(b"x \x1b[31msk-proj-abc") == b"x \x1b[31m" and r.flush() == b"sk-proj-abc"
+    r = Redactor()
+    assert r.feed(b"x \x1b[1mghp_R4nD0m") == b"x \x1b[1m" and r.flush() == b"ghp_R4nD0m"
+    assert Redactor().redact(b"x \x1b]0;title") == b"x \x1b]0;title"  # complete data: nothing is held back
+    r = Redactor()
+    assert r.feed(b"\x1b[1mghp_R4\x1b[0mnD0m") == b"\x1b[1m" and r.flush_text() == (b"ghp_R4\x1b[0mnD0m", b"ghp_R4nD0m")
+
+
+def test_two_secrets_that_touch_are_one_marker() -> None:
+    r = Redactor({"A_TOKEN": "abcdefgh", "B_TOKEN": "ijklmnop"})
+    assert r.redact(b"x abcdefghijklmnop y") == b"x [REDACTED] y"
+    assert r.redact(b"x abcdefgh ijklmnop y") == b"x [REDACTED] [REDACTED] y"
+
+
+def test_text_that_is_not_utf8_is_redacted_and_kept() -> None:
+    key = "sk-" + "a" * 22
+    assert redact_text("\udcfe " + key + " \udcff") == "\udcfe [REDACTED] \udcff"
+    assert secret_env_values({"A_TOKEN": "\udcfeabcdefgh"}) == (b"\xfeabcdefgh",)
+    assert Redactor({"A_TOKEN": "\udcfeabcdefgh"}).redact(b"v \xfeabcdefgh") == b"v [REDACTED]"
