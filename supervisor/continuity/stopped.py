@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import write_json
+from ..session.redact import redact_value
 from ..memory.store import AgentPaths
 from ..trail.model import StepStatus, Trail
 from .briefing import Section
@@ -100,7 +101,7 @@ def store_dir(root: Path) -> Path:
 
 def save(root: Path, stopped: Stopped) -> Path:
     path = store_dir(root) / f"{stopped.unit}.json"
-    write_json(path, stopped.as_dict(), mode=0o600)
+    write_json(path, redact_value(stopped.as_dict()), mode=0o600)  # file names that hold a token, too
     return path
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..session.redact import redact_text
+
 if TYPE_CHECKING:
     from .gitrepo import Repo
 
@@ -239,12 +241,12 @@ def _message(unit: str, moment: str, session: str | None, when: str, changes: li
 
     lines = [f"agentd wip: {unit} before {moment or 'save'}", "",
              f"The uncommitted work of unit {unit} in its scope, saved by agentd at {when}.",
-             f"{stat}" if stat else "", "", *[f"  {c.describe()}" for c in changes[:FILES_IN_MESSAGE]]]
+             f"{stat}" if stat else "", "", *[f"  {redact_text(c.describe())}" for c in changes[:FILES_IN_MESSAGE]]]
     if len(changes) > FILES_IN_MESSAGE:
         lines.append(f"  ... {len(changes) - FILES_IN_MESSAGE} more")
     if too_large:
         lines += ["", f"Not saved (over {MAX_BLOB // 2**20} MiB, as HEAD has them here):",
-                  *[f"    {p}" for p in too_large[:FILES_IN_MESSAGE]]]
+                  *[f"    {redact_text(p)}" for p in too_large[:FILES_IN_MESSAGE]]]
     lines += ["", f"Agentd-Unit: {unit}", f"Agentd-Moment: {moment}", f"Agentd-Session: {session or '-'}",
               f"Agentd-Time: {when}", f"Agentd-Files: {len(changes)}"]
     return "\n".join(lines) + "\n"

@@ -1,12 +1,13 @@
 """Clean text from a terminal byte stream: escape sequences and controls removed, CRs folded.
 
 One parse of the bytes serves two readers.  :func:`split_text` removes every
-escape sequence and every control but TAB, LF and CR, and says where cursor
-movements to another line were:
+escape sequence, every control but TAB, LF and CR, and the characters a
+terminal draws as nothing (zero-width space and joiners, word joiner, BOM),
+and says where cursor movements to another line were:
 
 * the secret redactor matches on that text as is (:func:`project`): a key
   drawn in two pieces with a cursor move between them is one word on the
-  screen; :func:`text_runs` says which raw bytes each piece of the text came
+  screen, and so is one with a zero-width character inside; :func:`text_runs` says which raw bytes each piece of the text came
   from, so a secret found in the text can be cut out of the raw bytes;
 * the clean view puts a newline where each line move was
   (:func:`with_newlines`), then folds carriage returns and decodes UTF-8
@@ -51,8 +52,12 @@ _ANY_ESC = re.compile(
 )
 #: Every sequence, line moves captured (what :func:`split_text` splits on).
 _SPLIT = re.compile(rb"(\x1b\[[0-?]*[ -/]*[HfABEFd])|" + _ESC_SEQ.pattern)
-#: A sequence or a deleted control byte: what :func:`text_runs` steps over.
+#: Invisible characters a terminal draws as nothing (zero-width space, non-joiner, joiner, word joiner, BOM):
+#: taken out of the text like a control, so one inside a key does not split it.
+_ZERO_WIDTH = re.compile(rb"\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf")
+#: A sequence or a deleted control byte: what :func:`text_runs` steps over (and invisible characters, when any).
 _ESC_OR_CTRL = re.compile(_ANY_ESC.pattern + rb"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]+|\x1b")
+_ESC_CTRL_OR_INVISIBLE = re.compile(_ESC_OR_CTRL.pattern + rb"|" + _ZERO_WIDTH.pattern)
 #: An escape sequence that is not finished at the end of the data (OSC/DCS strings included).
 _UNFINISHED = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[PX^_][^\x1b]*|[ -/]*)\Z")
 #: An unfinished sequence longer than this is given up on (its bytes count as finished).
@@ -85,12 +90,12 @@ def split_text(data: bytes) -> tuple[bytes, list[int]]:
     Each line move is given as the index in the text before which it was.
     """
     if b"\x1b" not in data:
-        return data.translate(None, _CTRL_BYTES), []
+        return _visible(data.translate(None, _CTRL_BYTES)), []
     stripped = _ESC_SEQ.sub(b"", data)  # everything but line moves (a sequence never holds another)
     if b"\x1b[" not in stripped:
-        return stripped.translate(None, _CTRL_BYTES), []
+        return _visible(stripped.translate(None, _CTRL_BYTES)), []
     parts = _SPLIT.split(data)  # text, move-or-None, text, ...
-    texts = [part.translate(None, _CTRL_BYTES) for part in parts[0::2]]
+    texts = [_visible(part.translate(None, _CTRL_BYTES)) for part in parts[0::2]]
     moves: list[int] = []
     at = 0
     for text, move in zip(texts, parts[1::2]):
@@ -98,6 +103,13 @@ def split_text(data: bytes) -> tuple[bytes, list[int]]:
         if move is not None:
             moves.append(at)
     return b"".join(texts), moves
+
+
+def _visible(text: bytes) -> bytes:
+    """``text`` without invisible characters (cheap when there are none: ASCII text is checked at once)."""
+    if text.isascii() or _ZERO_WIDTH.search(text) is None:
+        return text
+    return _ZERO_WIDTH.sub(b"", text)
 
 
 def project(data: bytes) -> bytes:
@@ -123,7 +135,8 @@ def text_runs(data: bytes) -> list[tuple[int, int, int]]:
     """``(text_start, raw_start, length)`` of each piece of :func:`project`'s text, in order."""
     runs: list[tuple[int, int, int]] = []
     text = raw = 0
-    for m in _ESC_OR_CTRL.finditer(data):
+    steps = _ESC_OR_CTRL if data.isascii() or _ZERO_WIDTH.search(data) is None else _ESC_CTRL_OR_INVISIBLE
+    for m in steps.finditer(data):
         if m.start() > raw:
             runs.append((text, raw, m.start() - raw))
             text += m.start() - raw

@@ -132,7 +132,7 @@ class Session:
         self.rows = rows
         self.cols = cols
         self.session_id = session_id or new_session_id()
-        self.transcript = Transcript(transcript_dir, self.session_id, redact_env)
+        self.transcript = Transcript(transcript_dir, self.session_id, redact_env, cols=cols)
         self.pid: int = 0
         self.create_time: float = 0.0
         self.started_at: float = 0.0  # monotonic
@@ -367,6 +367,7 @@ class Session:
         if self._child is not None and self.exit is None:
             self._child.setwinsize(rows, cols)
             self.rows, self.cols = rows, cols
+            self.transcript.resize(cols)
 
     # -- process tree -----------------------------------------------------------
     def refresh_tree(self, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:

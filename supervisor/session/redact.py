@@ -5,9 +5,12 @@ escape sequences, cursor movements included, and control bytes removed), so a
 key printed with colour codes or cursor moves inside it is still one key.  The
 secret's text bytes are cut out of the raw bytes and replaced by
 ``[REDACTED]``; escape sequences among them are kept, so the terminal's state
-(colours, cursor) stays what the agent made it.  The shapes are
-:data:`~.shapes.SHAPES` (their sources are named there) plus the exact values
-of the unit's secret environment variables.
+(colours, cursor) stays what the agent made it.  What is a secret is
+:mod:`.matcher`'s business: agentd's shapes (:data:`~.shapes.SHAPES`),
+gitleaks' rules (:mod:`.gitleaks`) and the exact values of the unit's secret
+environment variables, all found in one automaton pass; a secret a TUI
+wrapped or drew in a box is found in a view without that decoration
+(:mod:`.unwrap`) and cut out of each row it was drawn on.
 
 Holding back
 ------------
@@ -20,12 +23,13 @@ time passed.  The parts of a pattern that are kept (``password=``,
 :data:`CONTEXT` bytes of text it released, so a value arriving later is still
 recognised.  So for any split of a stream, ``feed(a) + feed(b) + flush()``
 equals ``redact(a + b)`` (unless a cap was reached); :meth:`~Redactor.flush`
-is for the end of the stream.
+is for the end of the stream.  A gitleaks rule's token is held while it is
+the open token at the end (see :mod:`.matcher`), a secret that reaches the end
+up to ``max_hold``: past that it is cut out, and the rest of its token too.
 
 Speed: a chunk is projected once (a regex substitution and a
-``bytes.translate``), then each shape's literal is searched once
-(:data:`~.shapes.SHAPES` anchors every pattern at a literal); the full
-patterns run only where a literal was found, and the raw bytes are mapped to
+``bytes.translate``), lowercased and searched once by the automaton; the full
+patterns run only where a keyword was found, and the raw bytes are mapped to
 the text (:func:`~.cleantext.text_runs`) only where a secret was.
 """
 
@@ -35,9 +39,11 @@ import copy
 import re
 from bisect import bisect_right
 from collections.abc import Mapping
+from functools import lru_cache
 
 from .cleantext import sequence_end, split_text, text_runs, unfinished_escape, with_newlines
-from .shapes import SHAPES, TOKEN_CAP, Shape
+from .matcher import Matcher
+from .shapes import TOKEN_CAP
 
 #: Replacement written in place of every secret.
 REDACTED = b"[REDACTED]"
@@ -45,8 +51,6 @@ REDACTED = b"[REDACTED]"
 MAX_HOLD = TOKEN_CAP
 #: Bytes of released text remembered, so a value after a kept name is still recognised.
 CONTEXT = 256
-#: A kept part (a name, its quotes and separator) is at most this long.
-SCAN_BACK = 128
 #: Environment values shorter than this are not treated as secrets.
 MIN_ENV_SECRET_LEN = 8
 #: Suffixes (and exact names) of environment variables whose values are secrets.
@@ -60,6 +64,18 @@ def is_secret_env_name(name: str) -> bool:
     return upper in SECRET_ENV_NAMES or upper.endswith(SECRET_ENV_SUFFIXES)
 
 
+def secret_env_values(env: Mapping[str, str] | None) -> tuple[bytes, ...]:
+    """The values of ``env`` that are redacted exactly: secret names, :data:`MIN_ENV_SECRET_LEN` characters or more."""
+    return tuple(sorted({v.encode("utf-8", "surrogateescape") for k, v in (env or {}).items()
+                         if is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET_LEN}))
+
+
+@lru_cache(maxsize=64)
+def _matcher_for(values: tuple[bytes, ...], max_hold: int) -> Matcher:
+    """One automaton per set of secret values (every session of a unit shares its unit's)."""
+    return Matcher(values, max_hold=max_hold)
+
+
 class Redactor:
     """Streaming secret redactor for a terminal byte stream.
 
@@ -71,34 +87,11 @@ class Redactor:
     :meth:`redact` / :meth:`redact_text` complete, self-contained data.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, max_hold: int = MAX_HOLD) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, max_hold: int = MAX_HOLD,
+                 cols: int | None = None) -> None:
         self.max_hold = max_hold
-        values = sorted(
-            {
-                v.encode("utf-8", "surrogateescape")
-                for k, v in (env or {}).items()
-                if is_secret_env_name(k) and len(v) >= MIN_ENV_SECRET_LEN
-            },
-            key=len,
-            reverse=True,
-        )
-        self._env_values: tuple[bytes, ...] = tuple(values)
-        # (the literal, or b"" and a pattern to search; shape, cap, the group that is the secret)
-        self._plan: tuple[tuple[bytes, re.Pattern[bytes], Shape, int, int | str], ...] = tuple(
-            (_literal(finder), finder, s, max_hold if s.cap == TOKEN_CAP else s.cap,
-             "v" if "v" in s.full.groupindex else 0)
-            for s in SHAPES for finder in s.finders
-        )
-        self._any_lower = any(s.lower for s in SHAPES)
-        # Unfinished beginnings of literals (``s`` and ``sk`` of ``sk-``): prefix -> bytes that may not precede it.
-        prefixes: dict[bytes, bytes] = {}
-        for shape in SHAPES:
-            for lit in shape.hold:
-                for i in range(1, len(lit)):
-                    prefixes.setdefault(lit[:i], shape.after)
-        self._prefixes = prefixes
-        self._prefix_max = max((len(p) for p in prefixes), default=0)
-        self._prefix_last = frozenset(p[-1] for p in prefixes)
+        self.cols = cols  # the terminal's width, when known: a full line is one a TUI wrapped
+        self._matcher = _matcher_for(secret_env_values(env), max_hold)
         self._held = b""  # raw bytes not released yet (they start with a text byte)
         self._esc = b""  # an unfinished escape sequence already released (needed to parse what follows)
         self._ctx = b""  # the last CONTEXT bytes of released text
@@ -155,15 +148,21 @@ class Redactor:
         prefix = self._esc
         body = prefix + buf if prefix else buf
         u = unfinished_escape(body)
+        # a string not ended yet (or an ESC that may begin one) is held whole: it may hold a key
+        string_open = not final and u < len(body) and body[u + 1:u + 2] in _STRING_INTRODUCERS
+        if b"\x1b" in body and _has_string(body):  # a window title or a DCS payload is shown or kept: redact it too
+            end = len(body) if final else u
+            body = prefix + _STRING_SEQ.sub(self._redact_payload, body[len(prefix):end]) + body[end:]
+            u = unfinished_escape(body)
         text, moves = split_text(body[:u]) if u else (b"", [])
         ctx = self._ctx
         q = ctx + text if ctx else text
         b, n = len(ctx), len(q)
-        spans, cut, rest = self._scan(q, b, final)
+        spans, cut, rest = self._matcher.scan(q, b, final, self._rest, self.cols)
         if cut == n:
-            raw_cut = len(body)
-        else:
-            raw_cut = self._tail_raw(body, u, text, cut - b)
+            raw_cut = u if string_open else len(body)  # a string not ended yet is held whole (it may hold a key)
+        else:  # never inside the released escape prefix (its bytes are out already)
+            raw_cut = max(len(prefix), self._tail_raw(body, u, text, cut - b))
         if not spans:
             out = body[len(prefix):raw_cut]
             shown = q[b:cut]
@@ -174,73 +173,15 @@ class Redactor:
             out = self._cut_out(body, u, b, merged, len(prefix), raw_cut)
             shown = _cut_text(q, b, cut, merged, moves)
         self._held = body[raw_cut:]
-        self._esc = body[u:] if cut == n else b""
+        self._esc = body[u:] if cut == n and not string_open else b""
         self._ctx = q[max(0, cut - CONTEXT):cut]
         self._rest = rest
         return out, shown
 
-    def _scan(self, q: bytes, b: int, final: bool) -> tuple[list[tuple[int, int, bool]], int, re.Pattern[bytes] | None]:
-        """Secret spans of ``q`` past ``b`` (start, end, gets a marker), the hold point, what goes on."""
-        n = len(q)
-        start = max(0, b - SCAN_BACK)
-        spans: list[tuple[int, int, bool]] = []
-        holds: list[int] = []
-        rest: re.Pattern[bytes] | None = None
-        if self._rest is not None:
-            end = self._rest.match(q, b).end()  # type: ignore[union-attr]
-            if end > b:
-                spans.append((b, end, False))
-            if end == n and not final:
-                rest = self._rest
-        low = q.lower() if self._any_lower else q
-        for literal, pattern, shape, cap, value_group in self._plan:
-            hay = low if shape.lower else q
-            pos = hay.find(literal, start) if literal else _search(pattern, hay, start)
-            while pos != -1:
-                m = shape.full.match(hay, pos)
-                if m is not None:
-                    vs, ve = m.span(value_group)
-                    if ve > b and (shape.accept is None or shape.accept(q[vs:ve])):
-                        spans.append((max(vs, b), ve, vs >= b))
-                if not final and n - pos <= cap + SCAN_BACK:
-                    p = shape.partial.match(hay, pos)
-                    if p is not None:
-                        vs = p.start(value_group)
-                        if n - vs <= cap:
-                            holds.append(vs)
-                        elif m is not None and m.end() == n and shape.rest is not None:
-                            rest = shape.rest  # cut out at its cap; what follows of it goes too
-                pos = hay.find(literal, pos + 1) if literal else _search(pattern, hay, pos + 1)
-        for value in self._env_values:
-            pos = q.find(value, start)
-            while pos != -1:
-                if pos + len(value) > b:
-                    spans.append((max(pos, b), pos + len(value), pos >= b))
-                pos = q.find(value, pos + 1)
-            if not final:
-                holds.append(_prefix_suffix_start(q, value, max(b, n - len(value) + 1)))
-        if final or rest is not None:
-            return spans, n, rest
-        cut = min(holds, default=n)
-        cut = max(b, min(cut, self._prefix_hold(q, b)))
-        moved = cut < n
-        while moved:  # a complete secret straddling the cut is held whole
-            moved = False
-            for s, e, _ in spans:
-                if s < cut < e:
-                    cut, moved = max(b, s), True
-        return spans, cut, rest
-
-    def _prefix_hold(self, q: bytes, b: int) -> int:
-        """Start of an unfinished literal (``sk``, ``-----BEG``) at the end of ``q``, else ``len(q)``."""
-        n = len(q)
-        if not q or q[-1] not in self._prefix_last:
-            return n
-        for k in range(min(self._prefix_max, n - b), 0, -1):
-            after = self._prefixes.get(q[n - k:])
-            if after is not None and (k == n or q[n - k - 1] not in after):
-                return n - k
-        return n
+    def _redact_payload(self, m: re.Match[bytes]) -> bytes:
+        payload = m.group(2)
+        redacted = self.redact(payload)
+        return m.group(0) if redacted == payload else m.group(1) + redacted
 
     @staticmethod
     def _tail_raw(body: bytes, u: int, text: bytes, t: int) -> int:
@@ -280,15 +221,14 @@ class Redactor:
         return bytes(out)
 
 
-def _literal(pattern: re.Pattern[bytes]) -> bytes:
-    """The pattern's text if it is a plain literal (searched with ``bytes.find``, faster), else ``b""``."""
-    literal = pattern.pattern
-    return b"" if any(c in b"\\[](){}|?*+.^$" for c in literal) else literal
+#: Terminal strings (OSC, DCS, SOS, PM, APC): their payload is no text of the screen, but a window title is
+#: shown and every one is kept in the ``.log`` and relayed to viewers.  OSC ends at BEL or ESC, the others at ESC.
+_STRING_SEQ = re.compile(rb"(\x1b(?:\]|[PX^_]))((?<=\])[^\x07\x1b]*|(?<!\])[^\x1b]*)")
+_STRING_INTRODUCERS = (b"", b"]", b"P", b"X", b"^", b"_")  # b"": a lone ESC at the end may begin one
 
 
-def _search(pattern: re.Pattern[bytes], text: bytes, pos: int) -> int:
-    m = pattern.search(text, pos)
-    return -1 if m is None else m.start()
+def _has_string(data: bytes) -> bool:
+    return any(b"\x1b" + c in data for c in _STRING_INTRODUCERS[1:])
 
 
 def _merge(spans: list[tuple[int, int, bool]], cut: int) -> list[tuple[int, int, bool]]:
@@ -333,18 +273,6 @@ def _cut_text(q: bytes, b: int, cut: int, merged: list[tuple[int, int, bool]], m
     return bytes(out)
 
 
-def _prefix_suffix_start(buf: bytes, value: bytes, lo: int) -> int:
-    """Start of the longest suffix of ``buf[lo:]`` that is a proper prefix of ``value`` (``len(buf)`` if none)."""
-    n = len(buf)
-    first = value[:1]
-    pos = buf.find(first, lo) if lo < n else -1
-    while pos != -1:
-        if value.startswith(buf[pos:]):
-            return pos
-        pos = buf.find(first, pos + 1)
-    return n
-
-
 _default_redactor: Redactor | None = None
 
 
@@ -356,11 +284,23 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     the wakeup briefing, history records.
     """
     global _default_redactor
-    if env:
+    if env and secret_env_values(env):
         return Redactor(env).redact_text(text)
     if _default_redactor is None:
         _default_redactor = Redactor()
     return _default_redactor.redact_text(text)
 
 
-__all__ = ["MAX_HOLD", "REDACTED", "Redactor", "is_secret_env_name", "redact_text"]
+def redact_value(value: object, env: Mapping[str, str] | None = None) -> object:
+    """``value`` with :func:`redact_text` applied to every string in it (dicts and lists walked; keys kept)."""
+    if isinstance(value, str):
+        return redact_text(value, env)
+    if isinstance(value, dict):
+        return {k: redact_value(v, env) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v, env) for v in value]
+    return value
+
+
+__all__ = ["MAX_HOLD", "REDACTED", "Redactor", "is_secret_env_name", "redact_text", "redact_value",
+           "secret_env_values"]

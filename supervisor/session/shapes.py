@@ -1,4 +1,9 @@
-"""The secret shapes agentd redacts, where each pattern comes from, and how each ends.
+"""agentd's own secret shapes, where each pattern comes from, and how each ends.
+
+gitleaks' rules (:mod:`.gitleaks`) cover the providers' token formats; these
+are the shapes a stream needs written out by hand (a PEM block held to its END
+line, ``password: "a quoted value"``, passwords in URLs) and those agentd had
+before it took gitleaks' rules.  :mod:`.matcher` runs both in one pass.
 
 Sources
 -------
@@ -6,7 +11,7 @@ The shapes follow the detectors of Yelp's **detect-secrets** (Apache-2.0,
 ``detect_secrets/plugins/``: ``aws.py``, ``basic_auth.py``,
 ``github_token.py``, ``gitlab_token.py``, ``jwt.py``, ``keyword.py``,
 ``openai.py``, ``private_key.py``, ``slack.py``), rewritten for a byte
-stream: each pattern is anchored at a literal that a fast search finds, says
+stream: each pattern is anchored at a literal (a keyword of the matcher's automaton), says
 which part is the secret (the rest is kept: ``password=``, ``Bearer ``,
 ``https://user:``), and comes with a *partial* form that recognises a secret
 that has begun but not ended.  Where they differ from detect-secrets:
@@ -23,6 +28,9 @@ that has begun but not ended.  Where they differ from detect-secrets:
   more, not only digits, and not a template (``${X}``, ``{{x}}``, ``<x>``);
 * the AWS secret access key is 40 base64 characters after a name that holds
   ``aws`` and ``key``/``secret``/``token``/``pass``, quoted or not;
+* Azure storage and Service Bus connection strings: the value after
+  ``AccountKey=`` or ``SharedAccessKey=`` (20+ base64 characters; not in
+  detect-secrets);
 * a private key is the *whole* PEM block, ``BEGIN`` line to ``END`` line (or
   to the first byte that cannot be in a block, when the ``END`` line is
   missing).
@@ -48,8 +56,9 @@ PEM_CAP = 16384
 class Shape:
     """One kind of secret.
 
-    ``finders`` find the literals an occurrence starts with (on the lowercased
-    text when ``lower``; one fast literal search each); ``full.match(text, hit)`` is a complete occurrence
+    ``literals`` are what an occurrence starts with (found by the redactor's
+    one automaton, without regard to case; matched on the lowercased text when
+    ``lower``); ``full.match(text, hit)`` is a complete occurrence
     and ``partial.match(text, hit)`` (it ends with ``\\Z``) one that may still
     grow.  The secret is group ``v`` when the pattern has one, else the whole
     match.  ``hold`` lists literals whose unfinished beginnings (``s``, ``sk``
@@ -59,7 +68,7 @@ class Shape:
     """
 
     name: str
-    finders: tuple[re.Pattern[bytes], ...]
+    literals: tuple[bytes, ...]
     full: re.Pattern[bytes]
     partial: re.Pattern[bytes]
     lower: bool = False
@@ -70,12 +79,7 @@ class Shape:
     accept: Callable[[bytes], bool] | None = None
 
 
-def _prefixes(literal: bytes) -> str:
-    """Regex alternatives for every proper prefix of ``literal``."""
-    return "|".join(re.escape(literal[:i].decode()) for i in range(1, len(literal)))
-
-
-def _token(name: str, finder: str, literals: tuple[bytes, ...], body: str, least: int, before: str,
+def _token(name: str, literals: tuple[bytes, ...], body: str, least: int, before: str,
            end: str = "", most: int | None = None) -> Shape:
     """A shape that is one run of characters starting with one of ``literals``."""
     alts = "|".join(re.escape(lit.decode()) for lit in literals)
@@ -83,7 +87,7 @@ def _token(name: str, finder: str, literals: tuple[bytes, ...], body: str, least
     upto = f"{{0,{'' if most is None else most}}}"
     return Shape(
         name,
-        (re.compile(finder.encode()),),
+        literals,
         re.compile(f"(?<![{before}])(?:{alts}){body}{count}{end}".encode()),
         re.compile(f"(?<![{before}])(?:{alts}){body}{upto}\\Z".encode()),
         hold=literals,
@@ -156,17 +160,17 @@ _PEM_END = r"-----END[A-Z0-9 ]{0,40}-----"
 _URL_CHAR = r"[^\s:/?#\[\]@!$&'()*+,;=\"<>`\\]"
 
 SHAPES: tuple[Shape, ...] = (
-    _token("sk-key", "sk-", (b"sk-",), f"[{_KEY}]", 20, _KEY),
-    _token("github", "g(?:h[pousr]_|ithub_pat_)", (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_"),
+    _token("sk-key", (b"sk-",), f"[{_KEY}]", 20, _KEY),
+    _token("github", (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_"),
            "[A-Za-z0-9_]", 20, "A-Za-z0-9_"),
-    _token("gitlab", "glpat-", (b"glpat-",), f"[{_KEY}]", 20, _KEY),
-    _token("aws-key-id", "A[KS]IA", (b"AKIA", b"ASIA"), "[0-9A-Z]", 16, "A-Za-z0-9", end="(?![0-9A-Z])", most=16),
-    _token("slack", "xox", (b"xoxa-", b"xoxb-", b"xoxp-", b"xoxo-", b"xoxs-", b"xoxr-"), "[A-Za-z0-9\\-]", 10,
+    _token("gitlab", (b"glpat-",), f"[{_KEY}]", 20, _KEY),
+    _token("aws-key-id", (b"AKIA", b"ASIA"), "[0-9A-Z]", 16, "A-Za-z0-9", end="(?![0-9A-Z])", most=16),
+    _token("slack", (b"xoxa-", b"xoxb-", b"xoxp-", b"xoxo-", b"xoxs-", b"xoxr-"), "[A-Za-z0-9\\-]", 10,
            "A-Za-z0-9"),
-    _token("google-api-key", "AIza", (b"AIza",), f"[{_KEY}]", 35, _KEY),
+    _token("google-api-key", (b"AIza",), f"[{_KEY}]", 35, _KEY),
     Shape(
         "jwt",
-        (re.compile(b"eyJ"),),
+        (b"eyJ",),
         re.compile(rb"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_=\-]{10,}\.[A-Za-z0-9_=\-]{10,}(?:\.[A-Za-z0-9_=+/\-]*)?"),
         re.compile(rb"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_=\-]*(?:\.[A-Za-z0-9_=\-]*(?:\.[A-Za-z0-9_=+/\-]*)?)?\Z"),
         hold=(b"eyJ",),
@@ -175,7 +179,7 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "private-key",
-        (re.compile(b"-----BEGIN"),),
+        (b"-----BEGIN",),
         re.compile(f"{_PEM_BEGIN}{_PEM_BODY}*(?:{_PEM_END})?".encode()),
         re.compile(
             f"-----BEGIN(?:[A-Z0-9 ]{{0,40}}|[A-Z0-9 ]{{0,40}}PRIVATE KEY(?: BLOCK)?-{{0,4}}"
@@ -187,13 +191,13 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "url-password",
-        (re.compile(b"://"),),
+        (b"://",),
         re.compile(f"://{_URL_CHAR}{{1,64}}:(?P<v>{_URL_CHAR}{{1,128}})@".encode()),
         re.compile(f"://{_URL_CHAR}{{1,64}}:(?P<v>{_URL_CHAR}{{0,128}})\\Z".encode()),
     ),
     Shape(
         "bearer",
-        (re.compile(b"bearer"),),
+        (b"bearer",),
         re.compile(rb"(?<![a-z0-9_])bearer[ \t]{1,8}(?P<v>[A-Za-z0-9._~+/=\-]{8,})"),
         re.compile(rb"(?<![a-z0-9_])bearer[ \t]{1,8}(?P<v>[A-Za-z0-9._~+/=\-]*)\Z"),
         lower=True,
@@ -201,7 +205,7 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "aws-secret-key",
-        (re.compile(b"aws"),),
+        (b"aws",),
         re.compile(rb"aws[a-z0-9_. \-]{0,20}?(?:key|secret|token|pass)[a-z0-9_.\"' :=\[\]\-]{0,20}?"
                    rb"(?<![a-z0-9/+])(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+])"),
         re.compile(rb"aws[a-z0-9_. \-]{0,20}?(?:key|secret|token|pass)[a-z0-9_.\"' :=\[\]\-]{0,20}?"
@@ -209,8 +213,16 @@ SHAPES: tuple[Shape, ...] = (
         lower=True,
     ),
     Shape(
+        "azure-storage-key",
+        (b"accountkey", b"sharedaccesskey"),
+        re.compile(rb"(?:account|sharedaccess)key[ \t]{0,8}=[ \t]{0,8}(?P<v>[a-z0-9+/]{20,}={0,2})"),
+        re.compile(rb"(?:account|sharedaccess)key[ \t]{0,8}=[ \t]{0,8}(?P<v>[a-z0-9+/]*={0,2})\Z"),
+        lower=True,
+        rest=re.compile(rb"[A-Za-z0-9+/=]*"),
+    ),
+    Shape(
         "keyword",
-        tuple(re.compile(lit) for lit in (b"passw", b"secret", b"token", b"credential", b"key")),
+        (b"passw", b"secret", b"token", b"credential", b"key"),
         re.compile(f"(?:{_KW_NAME}){_KW_SEP}{_KW_VALUE}".encode()),
         re.compile(f"(?:{_KW_NAME}){_KW_SEP}{_KW_VALUE_PARTIAL}".encode()),
         lower=True,

@@ -97,7 +97,8 @@ class Transcript:
     ``env`` is the unit's environment, used for redaction (see :class:`Redactor`).
     """
 
-    def __init__(self, directory: Path, session_id: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, directory: Path, session_id: str, env: Mapping[str, str] | None = None,
+                 cols: int | None = None) -> None:
         if not _SESSION_ID_RE.fullmatch(session_id):
             raise ValueError(f"invalid session id {session_id!r}: use letters, digits, '_', '-', '.'")
         self.directory = Path(directory)
@@ -106,7 +107,7 @@ class Transcript:
         os.chmod(self.directory, 0o700)
         self.log_path = self.directory / f"{session_id}.log"
         self.text_path = self.directory / f"{session_id}.txt"
-        self._redactor = Redactor(env)
+        self._redactor = Redactor(env, cols=cols)  # cols: a full line is one a TUI wrapped (see .unwrap)
         self._fold = LineFolder()
         self._log_fd: int | None = os.open(self.log_path, _OPEN_FLAGS, 0o600)
         try:
@@ -132,6 +133,10 @@ class Transcript:
         out, text = self._redactor.feed_text(data)
         self._emit(out, text)
         return out
+
+    def resize(self, cols: int) -> None:
+        """The terminal's new width (the redactor joins a full line to the next: a TUI wrapped it)."""
+        self._redactor.cols = cols
 
     @property
     def pending(self) -> int:
