@@ -48,6 +48,8 @@ class Speaker(Protocol):
     adapter: Any
     activity: str | None
     wakeup_state: str | None
+
+    def set_activity(self, text: str | None, until: float | None = ...) -> None: ...
     context: ContextFigure | None
     last_cycle: dict[str, Any] | None
 
@@ -81,11 +83,16 @@ class Conversation:
     async def _deliver(self, driver: Driver, text: str, wake: Wakeup) -> str:
         unit = self.unit
 
-        def activity(text: str | None) -> None:
-            if unit.driver is driver:
-                unit.activity = text
+        timeout = unit.spec.checkpoint.ready_timeout
+        ends = {cycle.WAKEUP_WAIT: unit.rt.clock() + timeout}
 
-        state = await cycle.deliver_wakeup(driver, text, unit.spec.checkpoint.ready_timeout, unit.rt.clock, activity)
+        def activity(text: str | None) -> None:  # each wait of the delivery, with when it ends
+            if text == cycle.WAKEUP_ANSWER:
+                ends[text] = unit.rt.clock() + timeout
+            if unit.driver is driver:
+                unit.set_activity(text, ends.get(text.split(" (")[0]) if text else None)
+
+        state = await cycle.deliver_wakeup(driver, text, timeout, unit.rt.clock, activity)
         if unit.driver is driver:
             unit.wakeup_state = state
         log.info("wakeup_delivered" if state.startswith("delivered") else "wakeup_not_delivered", unit=unit.name,

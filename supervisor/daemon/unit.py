@@ -16,6 +16,15 @@ It depends on the daemon only through :class:`Runtime`, so the tests replay even
 with fakes.  Long operations (a start, the cycle, a stop) run as one task at a time (``op``);
 whatever ends them, even an unexpected error, leaves the unit in a named state a command can leave.
 
+Events arrive in any order (thirty crash-looping units stopped at once interleave every
+one of them), so each reaction first checks that the event still concerns the unit's
+state: an exit reaped while an operation starts the session is left to that operation,
+an exit or a backoff timer after a stop won is stale (logged, ignored).  A stop asked is
+remembered (:attr:`UnitSupervisor.down`) until a start: nothing restarts or respawns the
+unit meanwhile.  Whatever handling the unit still raises ends in the ``error`` state
+(:meth:`UnitSupervisor.fault`), never in the end of the daemon.  The stop itself is
+:class:`~supervisor.daemon.stopping.Stopping`.
+
 Words: a unit is *started* and *stopped* (its state changes); a session is
 *ended* (its whole process tree, :meth:`Driver.end`), *reaped* (its exit
 status collected) and *closed* (its PTY and transcript).
@@ -40,6 +49,7 @@ from ..session.process import ExitInfo
 from .conversation import Conversation
 from .keeping import WorkKeeping
 from .runtime import Runtime, outcome
+from .stopping import Stopping
 from .watch import SessionWatch
 from .lifecycle import GiveUp, Restart, RestartConfig, RestartTracker, StayDown, UnitState, check_transition
 
@@ -49,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("agentd")
 
-STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING})
+STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING, UnitState.ERROR})
 ACTIVE = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
 
 
@@ -69,9 +79,13 @@ class UnitSupervisor:
         self.last_session: str | None = None
         self.next_start_at: float | None = None  # wall clock, for status
         self.op: asyncio.Task[Any] | None = None  # the start, cycle or stop in progress
+        self.op_what: str | None = None  # which: "start", "stop", "checkpoint (...)", "usage limit"
+        self.down: str | None = None  # why a stop was asked: nothing restarts or respawns it until a start
+        self.stops = 0  # stops asked so far (a start planned before one of them does not run)
         self.wakeup_state: str | None = None
         self.last_wakeup: Wakeup | None = None
         self.activity: str | None = None  # what agentd waits for, for status
+        self.activity_until: float | None = None  # the clock time that wait ends at the latest
         self.context: ContextFigure | None = None
         self.last_cycle: dict[str, Any] | None = None
         self.checkpoint_marker: dict[str, Any] | None = None
@@ -84,6 +98,7 @@ class UnitSupervisor:
         self.talk = Conversation(self)
         self.watch = SessionWatch(self)
         self.keeping = WorkKeeping(self)  # the trail and the uncommitted work of a session that ended
+        self.stopping = Stopping(self)
         self._start_reason = StartReason.START
 
     # ------------------------------------------------------------------ basics
@@ -112,14 +127,14 @@ class UnitSupervisor:
         """New settings from a reload (the unit is stopped)."""
         self.spec, self.adapter = spec, adapter
         self.tracker = RestartTracker(RestartConfig.of(spec.restart))
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.set_state(UnitState.INACTIVE, "changed by reload")
 
     def set_state(self, new: UnitState, reason: str | None = None, **fields: Any) -> None:
         old = self.state
         check_transition(old, new)
         self.state = new
-        if new in (UnitState.FAILED, UnitState.BACKOFF, UnitState.INACTIVE, UnitState.WAITING):
+        if new in (UnitState.FAILED, UnitState.BACKOFF, UnitState.INACTIVE, UnitState.WAITING, UnitState.ERROR):
             self.reason = reason
         elif new in (UnitState.STARTING, UnitState.RUNNING):
             self.reason = None
@@ -128,8 +143,9 @@ class UnitSupervisor:
                  pid=self.driver.pid if self.driver else None, **fields)
         self.bump()
 
-    def set_activity(self, text: str | None) -> None:
-        self.activity = text
+    def set_activity(self, text: str | None, until: float | None = None) -> None:
+        """What agentd waits for now (status), and the clock time the wait ends at the latest."""
+        self.activity, self.activity_until = text, until if text is not None else None
 
     async def pause(self, seconds: float) -> None:
         await self.rt.sleep(seconds)
@@ -154,6 +170,10 @@ class UnitSupervisor:
 
     def _run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run an operation as the unit's one op; an unexpected error never wedges the unit."""
+        if self.busy:  # two operations at once would each drive the state (and one session would leak)
+            coro.close()
+            raise RuntimeError(f"{what}: the operation {self.op_what!r} is still running")
+
         async def guarded() -> Any:
             try:
                 return await coro
@@ -162,15 +182,49 @@ class UnitSupervisor:
             except Exception as exc:  # noqa: BLE001 - leave a named state, with the reason
                 log.error("operation_failed", unit=self.name, operation=what, error=f"{type(exc).__name__}: {exc}",
                           exc_info=exc)
-                await self._recover(f"{what} failed: {type(exc).__name__}: {exc}")
+                try:
+                    await self._recover(f"{what} failed: {type(exc).__name__}: {exc}")
+                except Exception as again:  # noqa: BLE001 - the recovery itself failed: the error state
+                    self.fault(again, f"recovering from a failed {what}")
                 return None
-        self.op = self.rt.spawn(guarded())
+        self.op, self.op_what = self.rt.spawn(guarded()), what
+        self.op.add_done_callback(lambda _t: coro.close())  # cancelled before it began: never awaited
         return self.op
+
+    def fault(self, exc: BaseException, during: str) -> None:
+        """agentd failed while handling this unit (a bug): log it with the unit, end its session in the
+        background, and name the ``error`` state.  The daemon and the other units go on."""
+        log.error("unit_error", unit=self.name, during=during, state=self.state.value,
+                  error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+        self.cancel_timer()
+        if self.busy and self.op is not asyncio.current_task():
+            self.op.cancel()  # type: ignore[union-attr]
+        self.abandoned()
+        driver, self.driver = self.driver, None
+        self._exit_seen = True
+        if self.state is not UnitState.ERROR:
+            self.set_state(UnitState.ERROR, f"agentd error while {during}: {type(exc).__name__}: {exc} "
+                           "(see agentd.log); `agentd start` or `agentd stop` leaves it")
+        if driver is not None:
+            self.rt.spawn(self._end_lost(driver))
+
+    async def _end_lost(self, driver: Driver) -> None:
+        """End and close a session the unit no longer holds (after :meth:`fault`)."""
+        try:
+            await driver.end(self.stop_timeout, graceful=False)
+        finally:
+            driver.close()
+
+    def abandoned(self) -> None:
+        """An operation was cancelled (``--now``) or failed: forget what it was waiting for."""
+        self.checkpoint_marker = None
+        self.set_activity(None)
+        self.talk.cancel_delivery()
 
     async def _recover(self, why: str) -> None:
         """After an unexpected error: end the session and let the restart policy decide."""
         self.checkpoint_marker = None
-        self.activity = None
+        self.set_activity(None)
         if self.driver is not None:
             await self._end_session(graceful=False)
         if self.state is UnitState.CHECKPOINTING:
@@ -182,13 +236,21 @@ class UnitSupervisor:
 
     # ------------------------------------------------------------------ start
     def start(self, why: str, reason: StartReason = StartReason.START) -> asyncio.Task[Any] | None:
-        """inactive/failed/backoff/waiting -> starting; the session starts in the unit's op."""
-        if self.state not in STARTABLE:
+        """A start asked for (a command, a requirement, a schedule, reset-failed): a stop asked before
+        is forgotten.  inactive/failed/backoff/waiting/error -> starting; the session starts in the op."""
+        if self.rt.stopping:
+            log.info("start_refused", unit=self.name, why=why, reason="the daemon is stopping")
             return None
-        self._cancel_timer()
-        if self.state in (UnitState.INACTIVE, UnitState.FAILED):
+        if self.state not in STARTABLE or self.busy:
+            return None
+        self.down = None
+        return self._start(why, reason)
+
+    def _start(self, why: str, reason: StartReason) -> asyncio.Task[Any]:
+        self.cancel_timer()
+        if self.state in (UnitState.INACTIVE, UnitState.FAILED, UnitState.ERROR):
             self.watch.run_began(self.rt.clock())
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.tracker.reset()
         self.set_state(UnitState.STARTING, why)
         self.tracker.record_start(self.rt.clock())
@@ -201,8 +263,15 @@ class UnitSupervisor:
             log.error("spawn_failed", unit=self.name, error=problem)
             self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
             return
-        assert self.driver is not None
-        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
+        self._hand_over(why)
+
+    def _hand_over(self, why: str) -> Driver:
+        """The fresh session is the unit's: running; an exit the reaper saw meanwhile is reacted to now."""
+        driver = self.driver
+        assert driver is not None
+        self.set_state(UnitState.RUNNING, why, argv=driver.argv)
+        self.reap()
+        return driver
 
     async def _fresh_session(self, why: str) -> str | None:
         """Build the wakeup, launch a session, begin delivering the wakeup; the problem, or None."""
@@ -258,12 +327,18 @@ class UnitSupervisor:
         exit = driver.reap()
         if exit is None:
             return
+        if self.state in (UnitState.STARTING, UnitState.RESPAWNING):
+            return  # the operation starting this session hands it over as running, then reacts (_hand_over)
         self._exit_seen = True
         self.last_exit = exit
         log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
                  exit=exit.describe(), uptime=round(driver.uptime, 3))
-        if self.state in (UnitState.STOPPING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
+        if self.state in (UnitState.STOPPING, UnitState.CHECKPOINTING):
             self.bump()  # the operation in progress finishes the job
+            return
+        if self.state is not UnitState.RUNNING:  # stale: the unit is down already (a stop won): restart nothing
+            log.warning("stale_exit", unit=self.name, state=self.state.value, session=driver.session_id)
+            self._session_exited()
             return
         uptime = driver.uptime
         limit = usage_limit(driver.tail(3000))
@@ -304,13 +379,20 @@ class UnitSupervisor:
     def timer_fired(self) -> None:
         """The backoff delay is over, or the usage limit has reset."""
         self._timer = None
+        if self.state not in (UnitState.BACKOFF, UnitState.WAITING) or self.down is not None or self.rt.stopping:
+            log.info("stale_timer", unit=self.name, state=self.state.value,
+                     reason="stopping" if self.down is not None or self.rt.stopping else "no longer waiting")
+            return
+        if self.busy:  # an operation still finishes (it will not for long): look again shortly
+            self._timer = self.rt.call_later(0.1, self)
+            return
         if self.state is UnitState.BACKOFF:
             self.restarts += 1
-            self.start("restart after backoff", StartReason.CRASH)
-        elif self.state is UnitState.WAITING:
-            self.start("resume after usage limit", StartReason.LIMIT_RESET)
+            self._start("restart after backoff", StartReason.CRASH)
+        else:
+            self._start("resume after usage limit", StartReason.LIMIT_RESET)
 
-    def _cancel_timer(self) -> None:
+    def cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -343,48 +425,26 @@ class UnitSupervisor:
     def stopped(self, why: str) -> None:
         self.set_state(UnitState.INACTIVE, why, exit=self.last_exit.describe() if self.last_exit else None)
 
-    async def stop(self, why: str, checkpoint: bool = True) -> None:
-        """A commanded stop; returns when the whole tree is gone.  ``checkpoint=False`` is ``--now``:
-        an operation in progress (even a checkpoint waiting for its deadline) is cancelled."""
-        self.talk.sends.clear()
-        if self.busy:
-            assert self.op is not None
-            if not checkpoint:
-                self.op.cancel()
-                await asyncio.wait({self.op})
-                self._abandoned()
-            else:
-                was = self.state
-                await asyncio.wait({self.op})
-                if was is UnitState.STOPPING:
-                    return
-                checkpoint = checkpoint and was is not UnitState.CHECKPOINTING  # it just checkpointed
-        if self.state in (UnitState.BACKOFF, UnitState.WAITING):
-            self._cancel_timer()
-            self.set_state(UnitState.INACTIVE, why)
-            return
-        if self.state not in (UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
-            return
-        if (checkpoint and self.state is UnitState.RUNNING and self.driver is not None
-                and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await outcome(self._cycle(Trigger.STOP, After.STOP, why=why))
-            if self.state not in (UnitState.INACTIVE, UnitState.FAILED):  # the agent died before the cycle began
-                await self.stop(why, checkpoint=False)
-            return
-        await outcome(self._run(self._stop_at_once(why), "stop"))
+    async def stop(self, why: str, checkpoint: bool = True, deadline: float | None = None) -> None:
+        """A commanded stop; returns when the whole tree is gone (see :class:`Stopping`).
+        ``checkpoint=False`` is ``--now``; ``deadline``: the clock time the stop must be done by."""
+        await self.stopping.stop(why, checkpoint, deadline)
 
-    def _abandoned(self) -> None:
-        """An operation was cancelled (``--now``): forget what it was waiting for."""
-        self.checkpoint_marker = None
-        self.activity = None
-        self.talk.cancel_delivery()
-
-    async def _stop_at_once(self, why: str) -> None:
+    async def stop_at_once(self, why: str) -> None:
+        """Stopping now (synchronously, so an exit reaped meanwhile is this stop's), then end the session."""
         self.set_state(UnitState.STOPPING, why)
+        await outcome(self._run(self._end_and_stop(why), "stop"))
+
+    async def _end_and_stop(self, why: str) -> None:
         driver = self.driver
         await self._end_session(graceful=False)
         await self.keeping.ended(driver, why)
         self.stopped(why)
+
+    def cycle_for_stop(self, why: str, deadline: float) -> asyncio.Task[Any]:
+        """The checkpoint of a graceful stop (``deadline``: seconds, within the stop's budget)."""
+        self.talk.cancel_delivery()  # a stop never waits for a wakeup delivery
+        return self._cycle(Trigger.STOP, After.STOP, why=why, deadline=deadline)
 
     async def restart(self, now: bool = False) -> None:
         if self.busy and not now:
@@ -401,7 +461,7 @@ class UnitSupervisor:
                 await outcome(task)
 
     def reset_failed(self) -> None:
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.tracker.reset()
             self.set_state(UnitState.INACTIVE, "reset-failed")
             if self.spec.unit.enabled:
@@ -409,8 +469,9 @@ class UnitSupervisor:
 
     # ------------------------------------------------------------------ the cycle
     def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = False, deadline: float | None = None) -> None:
-        """Start a cycle now if the unit runs and nothing else is in progress."""
-        if self.state is UnitState.RUNNING and self.driver is not None and not self.busy:
+        """Start a cycle now if the unit runs, nothing else is in progress and no stop was asked."""
+        if (self.state is UnitState.RUNNING and self.driver is not None and not self.busy
+                and self.down is None and not self.rt.stopping):
             self._cycle(trigger, interrupt=interrupt, deadline=deadline)
 
     def end_failed(self, reason: str) -> None:
@@ -442,10 +503,14 @@ class UnitSupervisor:
             record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name,
                                      keeper=self.rt.keeper(self.spec, driver.env))
         finally:
-            self.activity = None
+            self.set_activity(None)
             self.checkpoint_marker = None
         self.last_cycle = record.as_dict()
         self.rt.record_cycle(record)
+        if record.outcome.startswith(cycle.KEPT):
+            self.watch.memory_unwritable(
+                f"the checkpoint's notes cannot be written to .agent/ ({'; '.join(record.notes) or record.flush}): "
+                "the session is kept so its memory is not lost; make .agent/ writable (disk space, permissions)")
         return record
 
     async def mark(self, marker: dict[str, Any] | None) -> None:
@@ -457,16 +522,20 @@ class UnitSupervisor:
 
     async def respawn(self, why: str) -> tuple[Driver | None, str | None, int | None]:
         """The cycle's fresh session: (driver, None, wakeup tokens), or (None, problem, None) after
-        applying the restart policy."""
+        applying the restart policy, or after stopping when a stop was asked meanwhile (it wins)."""
+        if self.down is not None or self.rt.stopping:
+            stop = self.down or "daemon shutdown"
+            self.set_state(UnitState.STOPPING, stop)
+            self.stopped(stop)
+            return None, f"{cycle.STOPPED_INSTEAD}: {stop}", None
         self._start_reason = StartReason.CYCLE
         problem = await self._fresh_session(why)
         if problem is not None:
             self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not respawn: {problem}")
             return None, problem, None
         self.restarts += 1
-        assert self.driver is not None
-        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
-        return self.driver, None, self.last_wakeup.tokens if self.last_wakeup else None
+        driver = self._hand_over(why)
+        return driver, None, self.last_wakeup.tokens if self.last_wakeup else None
 
     async def checkpoint(self) -> dict[str, Any]:
         """``agentd checkpoint UNIT``: a cycle now; its record."""
@@ -479,6 +548,8 @@ class UnitSupervisor:
         return record.as_dict() if record is not None else {"outcome": "failed", "unit": self.name}
 
     async def end_for_usage_limit(self, limit: UsageLimit) -> None:
+        if self.state is not UnitState.RUNNING:  # reaped (or stopped) before this op ran
+            return
         log.warning("usage_limit", unit=self.name, line=limit.line,
                     reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
         self.set_state(UnitState.STOPPING, f"usage limit: {limit.line}")

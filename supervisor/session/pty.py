@@ -396,6 +396,18 @@ class Session:
     def alive_tree(self) -> list[psutil.Process]:
         return live_tree(self.tree.values())
 
+    def stopped(self) -> bool:
+        """True while the leader is stopped (SIGSTOP, a tracer: ``T`` or ``t`` in ``/proc/PID/stat``)."""
+        if not self.pid or self.exit is not None:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]  # after "pid (comm) "; comm may hold ")"
+        return state in (b"T", b"t")
+
     def stats(self) -> tuple[float, int]:
         """CPU seconds (user+system) and RSS bytes of the whole live tree."""
         cpu = 0.0
