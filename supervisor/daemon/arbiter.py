@@ -405,7 +405,8 @@ class Arbiter:
         elif now:  # a graceful shutdown is under way: --now cuts its checkpoints short
             await self.stop_units(None, why="daemon shutdown (now)", now=True)
         await asyncio.shield(self._shutdown)
-        return {"stopped": True}
+        return {"stopped": True, "units": {u.name: {"state": u.state.value, "reason": u.reason}
+                                           for u in self.units.values()}}
 
     def stop_seconds(self) -> tuple[float, str]:
         """The daemon's one stop budget, in seconds, and where it comes from (for status and the stop)."""

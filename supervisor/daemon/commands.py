@@ -186,6 +186,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
                            if driver and driver.watcher.ended_at is not None else None),
         "activity": unit.activity,
         "activity_left": round(max(0.0, unit.activity_until - unit.clock()), 1) if unit.activity_until else None,
+        "activity_bound": round(unit.activity_bound, 1) if unit.activity_bound is not None else None,
         "wakeup": unit.wakeup_state if driver else None,
         "queued_sends": len(unit.talk.sends),
         "last_checkpoint": cycle_summary(unit.last_cycle),

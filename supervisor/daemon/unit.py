@@ -86,6 +86,7 @@ class UnitSupervisor:
         self.last_wakeup: Wakeup | None = None
         self.activity: str | None = None  # what agentd waits for, for status
         self.activity_until: float | None = None  # the clock time that wait ends at the latest
+        self.activity_bound: float | None = None  # that wait's whole length, in seconds
         self.context: ContextFigure | None = None
         self.last_cycle: dict[str, Any] | None = None
         self.checkpoint_marker: dict[str, Any] | None = None
@@ -145,7 +146,10 @@ class UnitSupervisor:
 
     def set_activity(self, text: str | None, until: float | None = None) -> None:
         """What agentd waits for now (status), and the clock time the wait ends at the latest."""
-        self.activity, self.activity_until = text, until if text is not None else None
+        until = until if text is not None else None
+        if until != self.activity_until:  # a new wait: its whole length is what "up to N s" says
+            self.activity_bound = None if until is None else max(0.0, until - self.rt.clock())
+        self.activity, self.activity_until = text, until
 
     async def pause(self, seconds: float) -> None:
         await self.rt.sleep(seconds)
@@ -423,6 +427,7 @@ class UnitSupervisor:
         self.bump()
 
     def stopped(self, why: str) -> None:
+        self.set_activity(None)
         self.set_state(UnitState.INACTIVE, why, exit=self.last_exit.describe() if self.last_exit else None)
 
     async def stop(self, why: str, checkpoint: bool = True, deadline: float | None = None) -> None:

@@ -200,9 +200,9 @@ class SessionWatch:
             facts["stopped_for"] = now - self._stopped_since
         else:
             self._stopped_since = None
-        wakeup = getattr(unit, "last_wakeup", None)
-        first_turn = wakeup is not None and driver.turns_ended <= 1
-        if not first_turn and driver.turns_ended > 1:
+        wakeup = unit.talk.unit.last_wakeup
+        first_turn = unit.talk.first_turn(driver)
+        if not first_turn and wakeup is not None:
             self.storms = 0  # this session got past its first turn: the storm (if any) is over
         facts.update(first_turn=first_turn, storm_named=self._storm_session == driver.session_id,
                      held=self.held_until is not None and now < self.held_until,
