@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from .. import __version__
 from ..control.framing import ControlError
 from ..control.server import Command
+from ..session.pty import open_sessions
 from .lifecycle import UnitState
 from .unit import UnitSupervisor
 
@@ -232,7 +233,8 @@ def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[
         "daemon": {"pid": os.getpid(), "version": __version__, "uptime": round(time.time() - daemon.started_wall, 1),
                    "project_root": str(settings.project_root), "units_dir": str(settings.units_path),
                    **(daemon.confinement.status() if daemon.confinement is not None else {}),
-                   "stop_budget": dict(zip(("seconds", "source"), daemon.stop_seconds()))},
+                   "stop_budget": dict(zip(("seconds", "source"), daemon.stop_seconds())),
+                   "open_sessions": open_sessions()},
         "units": rows,
         "errors": [str(e) for e in daemon.load_errors],
     }

@@ -28,6 +28,7 @@ import os
 import secrets
 import signal
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -45,6 +46,15 @@ READ_SIZE = 65536
 READ_CAP = 262144
 #: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
 SHORT_READ = 2048
+
+
+#: Sessions whose PTY is open (spawned, not yet closed): what ``status`` counts, so a leak shows.
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+def open_sessions() -> int:
+    """How many sessions of this process still hold their PTY master."""
+    return len(_OPEN)
 
 
 class SpawnError(Exception):
@@ -199,6 +209,7 @@ class Session:
         except psutil.NoSuchProcess:  # already gone; the reaper will see it
             self.create_time = 0.0
         self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
+        _OPEN.add(self)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading the PTY on ``loop``."""
@@ -466,6 +477,7 @@ class Session:
                 self._child.closed = True
             else:
                 os.close(fd)
+        _OPEN.discard(self)
         self._output(self.transcript.flush())
         self.transcript.close()
 

@@ -73,7 +73,33 @@ def test_thirty_crash_looping_units_stopped_at_once_all_end_inactive(project: Pr
     assert stays(lambda: all(r["state"] == "inactive" for r in project.status()["units"]), 3, 0.5), \
         "a unit restarted after its stop"
     assert not _raised(project), _raised(project)[:3]
+    # nothing of the 30 loops' hundreds of sessions is left in the daemon (before: PTY masters with no session)
+    assert project.status()["daemon"]["open_sessions"] == 0
+    assert _pty_masters(project.daemon_pid()) == 0
     final_checks(project, UNITS)
+
+
+def _pty_masters(pid: int | None) -> int:
+    assert pid is not None
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return sum(1 for link in links if link in ("/dev/ptmx", "/dev/pts/ptmx"))
+
+
+def test_the_event_index_keeps_a_reader_for_the_newest_transcripts_only(tmp_path) -> None:  # noqa: ANN001
+    """Issue 31 §3: each restart is a new transcript; the index kept a reader per transcript for good."""
+    from supervisor.eventindex.transcripts import Marks
+
+    marks = Marks()
+    for n in range(Marks.KEPT + 50):
+        marks.get(tmp_path / f"s{n}.txt")
+    assert len(marks._tails) == Marks.KEPT
+    marks.add(tmp_path / "s0.txt", 10, 1.5)  # one dropped long ago: read again from its start
+    assert marks.get(tmp_path / "s0.txt") == [(10, 1.5)]
 
 
 def test_a_cycle_storm_is_named_and_backed_off(project: Project) -> None:
