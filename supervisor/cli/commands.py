@@ -52,7 +52,7 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
             raise click.ClickException(str(exc)) from None
         sys.exit(code)
     if daemon_running(settings):
-        print_result(client_call(settings, "start", timeout=None, units=units_arg(units)))
+        print_result(warned(client_call(settings, "start", timeout=None, units=units_arg(units))))
         return
     from ..daemon.daemonize import DaemonStartError, spawn_daemon
 
@@ -62,8 +62,17 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
         raise click.ClickException(str(exc)) from None
     click.echo(f"agentd started (pid {pid}, project {settings.project_root})")
     if units:
-        print_result(client_call(settings, "start", timeout=None, units=list(units)))
+        print_result(warned(client_call(settings, "start", timeout=None, units=list(units))))
     _exit_on_refusals(client_call(settings, "status"))
+
+
+def warned(result: object) -> object:
+    """Say the daemon's warnings (a unit file that changed or no longer loads) on stderr; the rest."""
+    if isinstance(result, dict) and "warnings" in result:
+        result = dict(result)
+        for line in result.pop("warnings") or ():
+            click.echo(f"warning: {line}", err=True)
+    return result
 
 
 def _exit_on_refusals(report: object) -> None:
@@ -181,7 +190,7 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
             announce("restart", *checkpointing(app, units))
         with progress:
             result = client_call(settings, "restart", timeout=None, units=units_arg(units), now=now)
-        print_result(result)
+        print_result(warned(result))
     except KeyboardInterrupt:
         interrupted("restart", units, now, progress.doing())
 
@@ -226,25 +235,47 @@ def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
 Examples:
   agentd send web "run the tests and fix what fails"
   agentd send web --no-enter "draft"   # typed, not submitted
-  agentd send web --raw $'\\x03'        # control keys, exactly as given (here Ctrl-C)""")
+  agentd send web --raw $'\\x03'        # control keys, exactly as given (here Ctrl-C)
+  agentd send web - < plan.md          # TEXT from stdin (beyond the command line's ~128 KiB)""")
 @click.argument("unit")
 @click.argument("text")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
 @click.option("--raw", is_flag=True, help="type TEXT exactly, control characters included, and no Enter")
 @pass_app
 def send(app: AppContext, unit: str, text: str, no_enter: bool, raw: bool) -> None:
-    """Type TEXT (plus Enter) into UNIT's agent.
+    """Type TEXT (plus Enter) into UNIT's agent; TEXT `-` reads it from stdin (UTF-8).
 
     Control characters, escape sequences and paste delimiters in TEXT are
     removed, and several lines go in as one bracketed paste, so what is typed
     is one message and never a key press; --raw is the one way to type keys.
     """
+    if text == "-":
+        text = _stdin_text()
     result = client_call(app.paths, "send", unit=unit, text=text, enter=not (no_enter or raw), raw=raw)
     assert isinstance(result, dict)
     if result.get("delivered") == "queued":
         click.echo(f"queued (position {result['position']}): {result['note']}")
     else:
         click.echo(f"typed into {unit} ({result['bytes']} bytes)")
+
+
+#: The most ``send -`` reads from stdin: what fits in one control message with room for the rest of it.
+STDIN_MAX = 900_000
+
+
+def _stdin_text() -> str:
+    """TEXT for ``send -``: all of stdin, as UTF-8; a clear error when it is too long or not text."""
+    data = sys.stdin.buffer.read(STDIN_MAX + 1)
+    if len(data) > STDIN_MAX:
+        raise click.ClickException(f"send -: stdin holds more than {STDIN_MAX} bytes, the most one message carries; "
+                                   "send it in parts, or point the agent at a file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"send -: stdin is not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+    if not text.strip():
+        raise click.ClickException("send -: stdin is empty: nothing to type")
+    return text
 
 
 @click.command(epilog="""\b

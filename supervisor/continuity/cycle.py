@@ -260,8 +260,7 @@ async def deliver_wakeup(agent: Agent, text: str, timeout: float, clock: Callabl
     activity(WAKEUP_WAIT)
 
     def waiting(why: str) -> None:
-        person = why.startswith("waiting: a person")
-        activity(f"{WAKEUP_WAIT} ({'a person is typing' if person else 'its prompt has not shown yet'})")
+        activity(f"{WAKEUP_WAIT}: a person is typing" if why.startswith("waiting: a person") else WAKEUP_WAIT)
 
     try:
         if not await agent.wait_ready(clock() + timeout, waiting) or agent.exited:

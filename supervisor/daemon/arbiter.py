@@ -38,7 +38,7 @@ import structlog
 from .. import __version__
 from ..adapters.base import Adapter
 from ..adapters.driver import Driver, launch
-from ..config.check import load_project_units
+from ..config.check import drift, load_project_units
 from ..config.settings import Settings
 from ..config.stopbudget import shutdown_seconds, stop_budget, stop_limit
 from ..continuity.stoppolicy import STOP_RESERVE
@@ -351,9 +351,20 @@ class Arbiter:
         if self.stopping:
             raise ControlError("the daemon is stopping: no unit starts (start it again once it has stopped)")
         targets = self._targets(names, lambda u: u.spec.unit.enabled)
+        warnings = await self._drifted(targets)
         already = {u.name for u in targets if u.state in ACTIVE}
         await self.units.start([u.name for u in targets if u.name not in already], "start command")
-        return {u.name: "already running" if u.name in already else u.state.value for u in targets}
+        return {**{u.name: "already running" if u.name in already else u.state.value for u in targets}, **warnings}
+
+    async def _drifted(self, targets: list[UnitSupervisor]) -> dict[str, list[str]]:
+        """What start and restart say of units whose file changed or no longer loads (they run what was loaded)."""
+        def look() -> list[str]:
+            return [f"{u.name}: {why}" for u in targets if (why := drift(u.spec, self.root))]
+
+        found = await asyncio.to_thread(look)
+        for line in found:
+            log.warning("unit_file_drift", detail=line)
+        return {"warnings": found} if found else {}
 
     async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False,
                          deadline: float | None = None) -> dict[str, str]:
@@ -365,8 +376,9 @@ class Arbiter:
         if self.stopping:
             raise ControlError("the daemon is stopping: no unit restarts")
         targets = self._targets(names, lambda u: u.state is not UnitState.INACTIVE or u.spec.unit.enabled)
+        warnings = await self._drifted(targets)
         await self.units.restart([u.name for u in targets], now)
-        return {u.name: u.state.value for u in targets}
+        return {**{u.name: u.state.value for u in targets}, **warnings}
 
     async def reload(self) -> dict[str, Any]:
         specs = await self._load_specs()

@@ -94,7 +94,7 @@ class Conversation:
             if text == cycle.WAKEUP_ANSWER:
                 ends[text] = unit.rt.clock() + timeout
             if unit.driver is driver:
-                unit.set_activity(text, ends.get(text.split(" (")[0]) if text else None)
+                unit.set_activity(text, ends.get(text.split(":")[0]) if text else None)
 
         state = await cycle.deliver_wakeup(driver, text, timeout, unit.rt.clock, activity)
         if unit.driver is driver:

@@ -46,6 +46,8 @@ READ_SIZE = 65536
 READ_CAP = 262144
 #: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
 SHORT_READ = 2048
+#: Bytes of what was typed into the agent that a session remembers (a wakeup is a few KiB).
+TYPED_KEEP = 65536
 
 
 #: Sessions whose PTY is open (spawned, not yet closed): what ``status`` counts, so a leak shows.
@@ -159,6 +161,7 @@ class Session:
         self._listeners: list[Callable[[bytes], None]] = []
         self._output_listeners: list[Callable[[bytes], None]] = []
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
+        self._typed = bytearray()  # the last TYPED_KEEP bytes typed into the agent (its echo is not its output)
 
     # -- start ------------------------------------------------------------------
     def spawn(self, child_steps: Sequence[ChildStep] = ()) -> None:
@@ -353,7 +356,15 @@ class Session:
         if self._fd < 0 or self.exit is not None:
             raise SessionEnded("the session is not running")
         self._outbuf += data
+        self._typed += data
+        del self._typed[:-TYPED_KEEP]
         self._flush_input()
+
+    def typed(self, text: str) -> bool:
+        """``text`` (a line of output) is part of what was typed into the agent lately (a wakeup, a message):
+        the terminal echoes it back, so a "Permission denied" line in it is the last session's, or a person's,
+        never this agent's."""
+        return bool(text) and text.encode() in self._typed
 
     def _flush_input(self) -> None:
         while self._outbuf:
