@@ -42,7 +42,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,16 +53,11 @@ import psutil
 
 from supervisor.control.client import call
 
+from .running import agentd, of_project
+
 PY = sys.executable
 UNIT = "soak"
 WAKEUP_HEAD = "# Wakeup briefing"
-
-
-def agentd(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_") and k != "NOTIFY_SOCKET"}
-    env["PATH"] = str(Path(PY).parent) + os.pathsep + env.get("PATH", "")
-    return subprocess.run([PY, "-m", "supervisor", "--root", str(project), *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def setup(project: Path) -> Path:
@@ -150,17 +144,6 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def of_project(project: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get("AGENTD_ROOT") == str(project) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-            continue
-    return found
 
 
 def soak(cycles: int, minutes: float, seed: int, keep: bool) -> dict[str, Any]:

@@ -32,6 +32,8 @@ import psutil
 
 from supervisor.control.client import call
 
+from .running import agentd, of_project
+
 EVERY = 10.0
 FLAT = 0.10
 QUIET = 20.0
@@ -98,8 +100,6 @@ def drift(curve: list[dict[str, Any]], key: str) -> float:
 
 
 def storm(units: int, minutes: float, keep: bool) -> dict[str, Any]:
-    from .soak import agentd, of_project
-
     project = Path(tempfile.mkdtemp(prefix="agentd-storm-")) / "proj"
     (project / "units").mkdir(parents=True)
     names = [f"c{i:02d}" for i in range(1, units + 1)]

@@ -207,7 +207,7 @@ def test_an_overdue_checkpoint_is_named_and_restarted(tmp_path: Path) -> None:
             await hang.wait()
 
         unit.end_session = wedged  # type: ignore[method-assign]
-        task = unit._cycle(Trigger.COMMAND)
+        task = unit.cycles.begin(Trigger.COMMAND)
         for _ in range(50):
             await asyncio.sleep(0)
         assert unit.state in (UnitState.CHECKPOINTING, UnitState.RESPAWNING)  # on its way to the wedged end

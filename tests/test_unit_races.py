@@ -152,8 +152,6 @@ def test_a_start_planned_before_a_stop_does_not_run(tmp_path: Path) -> None:
 def test_what_handling_a_unit_raises_is_its_error_state_and_a_stop_or_start_leaves_it(tmp_path: Path) -> None:
     """Issue 31 §1: nothing one unit raises ends the arbiter: the unit goes to a named error state."""
     async def go() -> None:
-        from supervisor.daemon.arbiter import Arbiter
-
         unit, rt = make(tmp_path)
         await unit.start("start")
         driver = unit.driver
@@ -161,7 +159,7 @@ def test_what_handling_a_unit_raises_is_its_error_state_and_a_stop_or_start_leav
         def broken() -> None:
             raise RuntimeError("a bug")
         driver.reap = broken  # type: ignore[method-assign]
-        Arbiter._guarded(unit, "reaping its session", unit.reap)
+        unit.guarded("reaping its session", unit.reap)  # how the arbiter hands each event to a unit
         await rt.settle()
         assert unit.state is UnitState.ERROR and "a bug" in unit.reason and "reaping its session" in unit.reason
         assert unit.driver is None and driver.ended == [False] and driver.closed

@@ -184,3 +184,8 @@ def drift(spec: UnitSpec, root: Path) -> str | None:
         return (f"{spec.path.name} changed since it was loaded; {spec.name!r} runs the loaded definition: "
                 "`agentd reload` to use the new one")
     return None
+
+
+def drifted(specs: list[UnitSpec], root: Path) -> list[str]:
+    """``UNIT: why`` for each of ``specs`` that :func:`drift` finds (blocking: it reads the files)."""
+    return [f"{spec.name}: {why}" for spec in specs if (why := drift(spec, root))]

@@ -38,7 +38,7 @@ import structlog
 from .. import __version__
 from ..adapters.base import Adapter
 from ..adapters.driver import Driver, launch
-from ..config.check import drift, load_project_units
+from ..config.check import drifted, load_project_units
 from ..config.settings import Settings
 from ..config.stopbudget import shutdown_seconds, stop_budget, stop_limit
 from ..continuity.stoppolicy import STOP_RESERVE
@@ -139,18 +139,6 @@ class Arbiter:
         """The daemon is stopping: no unit starts or respawns (Runtime)."""
         return self._shutdown is not None
 
-    @staticmethod
-    def _guarded(unit: UnitSupervisor, during: str, react: Callable[[], Any]) -> None:
-        """Hand an event to one unit; what it raises is that unit's error, never the daemon's end."""
-        try:
-            react()
-        except Exception as exc:  # noqa: BLE001 - a bug handling one unit: named on that unit
-            try:
-                unit.fault(exc, during)
-            except Exception as again:  # noqa: BLE001 - even naming it failed: logged, the loop goes on
-                log.error("unit_fault_failed", unit=unit.name, error=f"{type(again).__name__}: {again}",
-                          exc_info=again)
-
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, Signal):
             if event.number == signal.SIGCHLD:
@@ -163,7 +151,7 @@ class Arbiter:
                 self.spawn(self.reload())
         elif isinstance(event, TimerFired):
             if self.units.get(event.unit.name) is event.unit:
-                self._guarded(event.unit, "restarting it after its backoff", event.unit.timer_fired)
+                event.unit.guarded("restarting it after its backoff", event.unit.timer_fired)
         elif isinstance(event, FileChanged):
             self._scope.changed(event.path)
 
@@ -174,7 +162,7 @@ class Arbiter:
 
     def _reap(self) -> None:
         for unit in list(self.units.values()):
-            self._guarded(unit, "reaping its session", unit.reap)
+            unit.guarded("reaping its session", unit.reap)
         if self.confinement is not None:
             self.confinement.reap()
 
@@ -191,7 +179,7 @@ class Arbiter:
             try:
                 self._reap()
                 for unit in list(self.units.values()):
-                    self._guarded(unit, "watching its session", unit.watch.tick)
+                    unit.guarded("watching its session", unit.watch.tick)
                 if self.confinement is not None:
                     await self.confinement.tick(list(self.units.values()), self._scope)
                 if self._persist_due:
@@ -358,10 +346,7 @@ class Arbiter:
 
     async def _drifted(self, targets: list[UnitSupervisor]) -> dict[str, list[str]]:
         """What start and restart say of units whose file changed or no longer loads (they run what was loaded)."""
-        def look() -> list[str]:
-            return [f"{u.name}: {why}" for u in targets if (why := drift(u.spec, self.root))]
-
-        found = await asyncio.to_thread(look)
+        found = await asyncio.to_thread(drifted, [u.spec for u in targets], self.root)
         for line in found:
             log.warning("unit_file_drift", detail=line)
         return {"warnings": found} if found else {}

@@ -11,6 +11,9 @@ start, stop, restart, checkpoint, reset-failed (commands); :meth:`reap` (the age
 exited; on SIGCHLD and each tick); :meth:`timer_fired` (backoff over, usage limit
 reset); its :class:`~supervisor.daemon.watch.SessionWatch` each second; what is typed
 and what hooks report: its :class:`~supervisor.daemon.conversation.Conversation`.
+Its helpers, one idea each, see it through small views: its exits and timers
+(:mod:`.exits`), its stop (:mod:`.stopping`), its continuity cycle (:mod:`.cycling`),
+the work kept when a session ends otherwise (:mod:`.keeping`).
 
 It depends on the daemon only through :class:`Runtime`, so the tests replay events into it
 with fakes.  Long operations (a start, the cycle, a stop) run as one task at a time (``op``);
@@ -22,8 +25,7 @@ state: an exit reaped while an operation starts the session is left to that oper
 an exit or a backoff timer after a stop won is stale (logged, ignored).  A stop asked is
 remembered (:attr:`UnitSupervisor.down`) until a start: nothing restarts or respawns the
 unit meanwhile.  Whatever handling the unit still raises ends in the ``error`` state
-(:meth:`UnitSupervisor.fault`), never in the end of the daemon.  The stop itself is
-:class:`~supervisor.daemon.stopping.Stopping`.
+(:meth:`UnitSupervisor.fault`), never in the end of the daemon.
 
 Words: a unit is *started* and *stopped* (its state changes); a session is
 *ended* (its whole process tree, :meth:`Driver.end`), *reaped* (its exit
@@ -33,7 +35,6 @@ status collected) and *closed* (its PTY and transcript).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +42,14 @@ import structlog
 
 from ..adapters.base import Adapter, ContextFigure
 from ..continuity import cycle
-from ..continuity.policy import After, Trigger, checkpoint_prompt
-from ..continuity.records import CycleRecord, SessionRecord, StartReason
+from ..continuity.policy import After, Trigger
+from ..continuity.records import SessionRecord, StartReason
 from ..continuity.wakeup import Wakeup, unit_wakeup
-from ..schedule import UsageLimit, usage_limit
+from ..schedule import UsageLimit
 from ..session.process import ExitInfo
 from .conversation import Conversation
+from .cycling import UnitCycle
+from .exits import UnitExits
 from .keeping import WorkKeeping
 from .runtime import Runtime, outcome
 from .stopping import Stopping
@@ -93,14 +96,14 @@ class UnitSupervisor:
         self.failure: str | None = None  # why the adapter says the session cannot go on
         self.violations = 0
         self.stats: tuple[float, int] = (0.0, 0)
-        self._timer: asyncio.TimerHandle | None = None
-        self._exit_seen = False
+        self.exit_seen = False  # the current session's exit was collected and reacted to
         self._changed = asyncio.Event()
         self.talk = Conversation(self)
         self.watch = SessionWatch(self)
         self.keeping = WorkKeeping(self)  # the trail and the uncommitted work of a session that ended
+        self.exits = UnitExits(self)  # its exits and its timers
         self.stopping = Stopping(self)
-        self._start_reason = StartReason.START
+        self.cycles = UnitCycle(self)  # the continuity cycle, with this unit as its Host
 
     # ------------------------------------------------------------------ basics
     @property
@@ -151,9 +154,6 @@ class UnitSupervisor:
             self.activity_bound = None if until is None else max(0.0, until - self.rt.clock())
         self.activity, self.activity_until = text, until
 
-    async def pause(self, seconds: float) -> None:
-        await self.rt.sleep(seconds)
-
     def bump(self) -> None:
         """Something about this unit changed: wake whoever waits on it."""
         self._changed.set()
@@ -172,7 +172,7 @@ class UnitSupervisor:
                 return predicate()
         return True
 
-    def _run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+    def run_op(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run an operation as the unit's one op; an unexpected error never wedges the unit."""
         if self.busy:  # two operations at once would each drive the state (and one session would leak)
             coro.close()
@@ -195,6 +195,16 @@ class UnitSupervisor:
         self.op.add_done_callback(lambda _t: coro.close())  # cancelled before it began: never awaited
         return self.op
 
+    def guarded(self, during: str, react: Callable[[], Any]) -> None:
+        """Hand an event to this unit (the arbiter does); what it raises is the unit's error, never the daemon's end."""
+        try:
+            react()
+        except Exception as exc:  # noqa: BLE001 - a bug handling one unit: named on that unit
+            try:
+                self.fault(exc, during)
+            except Exception as again:  # noqa: BLE001 - even naming it failed: logged, the loop goes on
+                log.error("unit_fault_failed", unit=self.name, error=f"{type(again).__name__}: {again}", exc_info=again)
+
     def fault(self, exc: BaseException, during: str) -> None:
         """agentd failed while handling this unit (a bug): log it with the unit, end its session in the
         background, and name the ``error`` state.  The daemon and the other units go on."""
@@ -205,7 +215,7 @@ class UnitSupervisor:
             self.op.cancel()  # type: ignore[union-attr]
         self.abandoned()
         driver, self.driver = self.driver, None
-        self._exit_seen = True
+        self.exit_seen = True
         if self.state is not UnitState.ERROR:
             self.set_state(UnitState.ERROR, f"agentd error while {during}: {type(exc).__name__}: {exc} "
                            "(see agentd.log); `agentd start` or `agentd stop` leaves it")
@@ -234,7 +244,7 @@ class UnitSupervisor:
         if self.state is UnitState.CHECKPOINTING:
             self.set_state(UnitState.RESPAWNING, why)  # a failed cycle still ends in a fresh session
         if self.state in (UnitState.STARTING, UnitState.RESPAWNING, UnitState.RUNNING):
-            self._apply(self.tracker.on_spawn_error(why, self.rt.clock()), why)
+            self.apply(self.tracker.on_spawn_error(why, self.rt.clock()), why)
         elif self.state is UnitState.STOPPING:
             self.set_state(UnitState.INACTIVE, why)
 
@@ -250,6 +260,10 @@ class UnitSupervisor:
         self.down = None
         return self._start(why, reason)
 
+    def restart_after(self, why: str, reason: StartReason) -> asyncio.Task[Any]:
+        """A start of the unit's own (after its backoff or a usage limit): no stop is asked (see exits)."""
+        return self._start(why, reason)
+
     def _start(self, why: str, reason: StartReason) -> asyncio.Task[Any]:
         self.cancel_timer()
         if self.state in (UnitState.INACTIVE, UnitState.FAILED, UnitState.ERROR):
@@ -258,18 +272,17 @@ class UnitSupervisor:
             self.tracker.reset()
         self.set_state(UnitState.STARTING, why)
         self.tracker.record_start(self.rt.clock())
-        self._start_reason = reason
-        return self._run(self._start_op(why), "start")
+        return self.run_op(self._start_op(why, reason), "start")
 
-    async def _start_op(self, why: str) -> None:
-        problem = await self._fresh_session(why)
+    async def _start_op(self, why: str, reason: StartReason) -> None:
+        problem = await self.fresh_session(why, reason)
         if problem is not None:
             log.error("spawn_failed", unit=self.name, error=problem)
-            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
+            self.apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
             return
-        self._hand_over(why)
+        self.hand_over(why)
 
-    def _hand_over(self, why: str) -> Driver:
+    def hand_over(self, why: str) -> Driver:
         """The fresh session is the unit's: running; an exit the reaper saw meanwhile is reacted to now."""
         driver = self.driver
         assert driver is not None
@@ -277,7 +290,7 @@ class UnitSupervisor:
         self.reap()
         return driver
 
-    async def _fresh_session(self, why: str) -> str | None:
+    async def fresh_session(self, why: str, reason: StartReason) -> str | None:
         """Build the wakeup, launch a session, begin delivering the wakeup; the problem, or None."""
         wake: Wakeup | None = None
         await self.keeping.settled()  # the session before this one is kept first: its wakeup shows it
@@ -293,7 +306,7 @@ class UnitSupervisor:
         except Exception as exc:  # noqa: BLE001 - SpawnError, or any I/O error: a named reason, never a wedge
             return str(exc) or type(exc).__name__
         previous, previous_exit = self.last_session, self.last_exit
-        self.driver, self._exit_seen = driver, False
+        self.driver, self.exit_seen = driver, False
         self.last_session = driver.session_id
         self.context = self.failure = None
         self.last_wakeup = wake
@@ -307,7 +320,6 @@ class UnitSupervisor:
             self.wakeup_state = f"delivered via {driver.launched.wakeup_via}"
             log.info("wakeup_delivered", unit=self.name, session=driver.session_id, via=driver.launched.wakeup_via,
                      tokens=wake.tokens)
-        reason, self._start_reason = self._start_reason, StartReason.START
         recall = (await cycle.recall(self.rt.keeper(self.spec, driver.env), driver)  # a cycle records its own
                   if previous and wake and reason is not StartReason.CYCLE else None)
         self.rt.record_session(SessionRecord(
@@ -322,85 +334,21 @@ class UnitSupervisor:
         """Wait for the wakeup delivery in progress (if any); the delivery state."""
         return await self.talk.delivered()
 
-    # ------------------------------------------------------------------ exits
+    # ------------------------------------------------------------------ exits (daemon/exits.py)
     def reap(self) -> None:
         """Collect the session's exit if the agent is gone, and react (SIGCHLD, each tick)."""
-        driver = self.driver
-        if driver is None or self._exit_seen:
-            return
-        exit = driver.reap()
-        if exit is None:
-            return
-        if self.state in (UnitState.STARTING, UnitState.RESPAWNING):
-            return  # the operation starting this session hands it over as running, then reacts (_hand_over)
-        self._exit_seen = True
-        self.last_exit = exit
-        log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
-                 exit=exit.describe(), uptime=round(driver.uptime, 3))
-        if self.state in (UnitState.STOPPING, UnitState.CHECKPOINTING):
-            self.bump()  # the operation in progress finishes the job
-            return
-        if self.state is not UnitState.RUNNING:  # stale: the unit is down already (a stop won): restart nothing
-            log.warning("stale_exit", unit=self.name, state=self.state.value, session=driver.session_id)
-            self._session_exited()
-            return
-        uptime = driver.uptime
-        limit = usage_limit(driver.tail(3000))
-        self.keeping.after_exit(driver, f"agent exited: {exit.describe()}")
-        self._session_exited()
-        if limit is not None:
-            self._wait_usage_limit(limit)
-            return
-        failure, self.failure = self.failure, None
-        self._apply(self.tracker.on_exit(exit, uptime, self.rt.clock()), failure)
-
-    def _session_exited(self) -> None:
-        """The leader is gone: close, and end whatever it left behind."""
-        driver = self.driver
-        if driver is None:
-            return
-        self.talk.cancel_delivery()
-        driver.close()
-        self.driver = None
-        self.bump()
-        if driver.leftovers():
-            self.rt.spawn(driver.end_leftovers(self.stop_timeout))
-
-    def _apply(self, decision: Restart | GiveUp | StayDown, why: str | None) -> None:
-        """Apply the restart policy's decision after an exit or a failed start."""
-        if isinstance(decision, Restart):
-            self.next_start_at = time.time() + decision.delay
-            self.set_state(UnitState.BACKOFF, why or f"{self.last_exit.describe() if self.last_exit else 'failed'};"
-                           f" restarting in {decision.delay:g}s", delay=decision.delay)
-            self._timer = self.rt.call_later(decision.delay, self)
-        elif isinstance(decision, GiveUp):
-            self.set_state(UnitState.FAILED, f"{why}; {decision.reason}" if why else decision.reason)
-            self.rt.gave_up(self)
-        else:
-            self.set_state(UnitState.INACTIVE, f"{why}; {decision.reason}" if why else decision.reason)
-            self.rt.gave_up(self)
+        self.exits.reap()
 
     def timer_fired(self) -> None:
         """The backoff delay is over, or the usage limit has reset."""
-        self._timer = None
-        if self.state not in (UnitState.BACKOFF, UnitState.WAITING) or self.down is not None or self.rt.stopping:
-            log.info("stale_timer", unit=self.name, state=self.state.value,
-                     reason="stopping" if self.down is not None or self.rt.stopping else "no longer waiting")
-            return
-        if self.busy:  # an operation still finishes (it will not for long): look again shortly
-            self._timer = self.rt.call_later(0.1, self)
-            return
-        if self.state is UnitState.BACKOFF:
-            self.restarts += 1
-            self._start("restart after backoff", StartReason.CRASH)
-        else:
-            self._start("resume after usage limit", StartReason.LIMIT_RESET)
+        self.exits.timer_fired()
+
+    def apply(self, decision: Restart | GiveUp | StayDown, why: str | None) -> None:
+        """Apply the restart policy's decision after an exit or a failed start."""
+        self.exits.apply(decision, why)
 
     def cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.next_start_at = None
+        self.exits.cancel_timer()
 
     # ------------------------------------------------------------------ ending
     async def end_session(self) -> None:
@@ -417,13 +365,13 @@ class UnitSupervisor:
             log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
             self.last_exit = driver.exit
-            if not self._exit_seen:  # ended here before the reaper saw it: log the exit all the same
+            if not self.exit_seen:  # ended here before the reaper saw it: log the exit all the same
                 log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
                          exit=driver.exit.describe(), uptime=round(driver.uptime, 3))
         driver.close()
         if self.driver is driver:
             self.driver = None
-        self._exit_seen = True
+        self.exit_seen = True
         self.bump()
 
     def stopped(self, why: str) -> None:
@@ -438,7 +386,7 @@ class UnitSupervisor:
     async def stop_at_once(self, why: str) -> None:
         """Stopping now (synchronously, so an exit reaped meanwhile is this stop's), then end the session."""
         self.set_state(UnitState.STOPPING, why)
-        await outcome(self._run(self._end_and_stop(why), "stop"))
+        await outcome(self.run_op(self._end_and_stop(why), "stop"))
 
     async def _end_and_stop(self, why: str) -> None:
         driver = self.driver
@@ -448,15 +396,14 @@ class UnitSupervisor:
 
     def cycle_for_stop(self, why: str, deadline: float) -> asyncio.Task[Any]:
         """The checkpoint of a graceful stop (``deadline``: seconds, within the stop's budget)."""
-        self.talk.cancel_delivery()  # a stop never waits for a wakeup delivery
-        return self._cycle(Trigger.STOP, After.STOP, why=why, deadline=deadline)
+        return self.cycles.for_stop(why, deadline)
 
     async def restart(self, now: bool = False) -> None:
         if self.busy and not now:
             await asyncio.wait({self.op})  # type: ignore[arg-type]
         if (not now and self.state is UnitState.RUNNING and self.driver is not None
                 and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await outcome(self._cycle(Trigger.RESTART, After.RESPAWN))
+            await outcome(self.cycles.begin(Trigger.RESTART, After.RESPAWN))
             return
         await self.stop("restart command", checkpoint=False)
         if self.state in (UnitState.INACTIVE, UnitState.FAILED):
@@ -475,9 +422,11 @@ class UnitSupervisor:
     # ------------------------------------------------------------------ the cycle
     def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = False, deadline: float | None = None) -> None:
         """Start a cycle now if the unit runs, nothing else is in progress and no stop was asked."""
-        if (self.state is UnitState.RUNNING and self.driver is not None and not self.busy
-                and self.down is None and not self.rt.stopping):
-            self._cycle(trigger, interrupt=interrupt, deadline=deadline)
+        self.cycles.now(trigger, interrupt=interrupt, deadline=deadline)
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """``agentd checkpoint UNIT``: a cycle now; its record."""
+        return await self.cycles.command()
 
     def end_failed(self, reason: str) -> None:
         """The session cannot go on: end it; the reaper then applies the restart policy with ``reason``."""
@@ -487,88 +436,4 @@ class UnitSupervisor:
 
     def limit_hit(self, limit: UsageLimit) -> None:
         """A usage limit: end the session, wait until it resets, resume from the wakeup."""
-        self._run(self.end_for_usage_limit(limit), "usage limit")
-
-    def _cycle(self, trigger: Trigger, after: After = After.RESPAWN, *, interrupt: bool = False,
-               deadline: float | None = None, why: str | None = None) -> asyncio.Task[Any]:
-        assert self.driver is not None
-        prompt = checkpoint_prompt(self.spec) if self.spec.agent.types_own_text else None
-        plan = cycle.Plan(trigger, prompt, after, interrupt,
-                          deadline or self.spec.checkpoint.deadline, self.spec.checkpoint.grace, why)
-        return self._run(self._cycle_op(self.driver, plan), f"checkpoint ({trigger.value})")
-
-    async def _cycle_op(self, driver: Driver, plan: cycle.Plan) -> CycleRecord:
-        if self.state is not UnitState.RUNNING or self.driver is not driver:  # reaped before this op ran
-            log.info("checkpoint_not_run", unit=self.name, trigger=plan.trigger.value, state=self.state.value)
-            return CycleRecord(self.name, plan.trigger.value, driver.session_id, flush="skipped",
-                               outcome="not run: the session ended before the checkpoint began")
-        log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
-                 context=self.context.as_dict() if self.context else None)
-        try:
-            record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name,
-                                     keeper=self.rt.keeper(self.spec, driver.env))
-        finally:
-            self.set_activity(None)
-            self.checkpoint_marker = None
-        self.last_cycle = record.as_dict()
-        self.rt.record_cycle(record)
-        if record.outcome.startswith(cycle.KEPT):
-            self.watch.memory_unwritable(
-                f"the checkpoint's notes cannot be written to .agent/ ({'; '.join(record.notes) or record.flush}): "
-                "the session is kept so its memory is not lost; make .agent/ writable (disk space, permissions)")
-        return record
-
-    async def mark(self, marker: dict[str, Any] | None) -> None:
-        """The checkpoint in progress (persisted, so a crashed daemon's successor can finish it)."""
-        if marker is not None and self.driver is not None:
-            marker = {**marker, "transcript": self.driver.transcript_path}
-        self.checkpoint_marker = marker
-        await self.rt.persist()
-
-    async def respawn(self, why: str) -> tuple[Driver | None, str | None, int | None]:
-        """The cycle's fresh session: (driver, None, wakeup tokens), or (None, problem, None) after
-        applying the restart policy, or after stopping when a stop was asked meanwhile (it wins)."""
-        if self.down is not None or self.rt.stopping:
-            stop = self.down or "daemon shutdown"
-            self.set_state(UnitState.STOPPING, stop)
-            self.stopped(stop)
-            return None, f"{cycle.STOPPED_INSTEAD}: {stop}", None
-        self._start_reason = StartReason.CYCLE
-        problem = await self._fresh_session(why)
-        if problem is not None:
-            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not respawn: {problem}")
-            return None, problem, None
-        self.restarts += 1
-        driver = self._hand_over(why)
-        return driver, None, self.last_wakeup.tokens if self.last_wakeup else None
-
-    async def checkpoint(self) -> dict[str, Any]:
-        """``agentd checkpoint UNIT``: a cycle now; its record."""
-        if self.busy:
-            raise ValueError(f"unit {self.name!r} is {self.state.value}: an operation is already running "
-                             f"({self.activity or 'starting'})")
-        if self.state is not UnitState.RUNNING or self.driver is None:
-            raise ValueError(f"unit {self.name!r} is {self.state.value}, not running: nothing to checkpoint")
-        record = await outcome(self._cycle(Trigger.COMMAND))
-        return record.as_dict() if record is not None else {"outcome": "failed", "unit": self.name}
-
-    async def end_for_usage_limit(self, limit: UsageLimit) -> None:
-        if self.state is not UnitState.RUNNING:  # reaped (or stopped) before this op ran
-            return
-        log.warning("usage_limit", unit=self.name, line=limit.line,
-                    reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
-        self.set_state(UnitState.STOPPING, f"usage limit: {limit.line}")
-        driver = self.driver
-        await self._end_session(graceful=True)
-        await self.keeping.ended(driver, f"usage limit: {limit.line}", usage_limit=True)
-        self._wait_usage_limit(limit)
-
-    def _wait_usage_limit(self, limit: UsageLimit) -> None:
-        """Wait (state waiting) until the limit resets, then resume with a fresh session and the wakeup."""
-        now = time.time()
-        reset = limit.reset_at.timestamp() if limit.reset_at else now + self.spec.schedule.usage_limit_wait
-        delay = max(1.0, reset - now)
-        self.next_start_at = now + delay
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now + delay))
-        self.set_state(UnitState.WAITING, f"usage limit hit ({limit.line}); resuming at {when}")
-        self._timer = self.rt.call_later(delay, self)
+        self.run_op(self.exits.end_for_usage_limit(limit), "usage limit")

@@ -37,7 +37,8 @@ import pexpect
 import psutil
 import ptyprocess
 
-from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
+from .process import (ExitInfo, ProcessRecord, descendants, is_stopped, kill_group, live_tree, record_of,
+                      signal_processes)
 from .parking import parking_of, slow_stream
 from .transcript import Transcript
 
@@ -419,16 +420,8 @@ class Session:
         return live_tree(self.tree.values())
 
     def stopped(self) -> bool:
-        """True while the leader is stopped (SIGSTOP, a tracer: ``T`` or ``t`` in ``/proc/PID/stat``)."""
-        if not self.pid or self.exit is not None:
-            return False
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            return False
-        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]  # after "pid (comm) "; comm may hold ")"
-        return state in (b"T", b"t")
+        """True while the leader is stopped (SIGSTOP, a tracer)."""
+        return bool(self.pid) and self.exit is None and is_stopped(self.pid)
 
     def stats(self) -> tuple[float, int]:
         """CPU seconds (user+system) and RSS bytes of the whole live tree."""

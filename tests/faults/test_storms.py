@@ -23,27 +23,13 @@ import time
 
 import pytest
 
+from bench.storm import UNIT
 from tests.conftest import AGENTD, Project, clean_env, stays, wait_until
 
 from .conftest import NsProject, final_checks
 
 UNITS = [f"c{i:02d}" for i in range(1, 31)]
-CRASH_LOOP = """
-[agent]
-command = ["python", "-m", "supervisor.fakeagent", "--crash-after", "1"]
-prompt = "fake> $"
-[restart]
-policy = "always"
-initial_delay = 0.05
-multiplier = 1
-burst = 100000
-interval = 1
-stop_timeout = 3
-[checkpoint]
-enabled = false
-[wakeup]
-on_start = false
-"""
+CRASH_LOOP = UNIT.format(python="python")  # the storm soak's unit: crashes 1 s after each start, restarts at once
 #: What the daemon logs when handling a unit raised (none of them may appear).
 RAISED = ("unit_error", "operation_failed", "task_failed", "tick_failed", "unit_fault_failed", "dependents_failed")
 
