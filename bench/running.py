@@ -17,9 +17,11 @@ import psutil
 PY = sys.executable
 
 
-def agentd(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def agentd(project: Path, *args: str, timeout: float = 300, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``agentd ARGS`` in ``project``; ``settings``: ``AGENTD_*`` variables for it (``EVENT_INDEX="false"``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_") and k != "NOTIFY_SOCKET"}
     env["PATH"] = str(Path(PY).parent) + os.pathsep + env.get("PATH", "")
+    env.update({f"AGENTD_{k}": v for k, v in settings.items()})
     return subprocess.run([PY, "-m", "supervisor", "--root", str(project), *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 

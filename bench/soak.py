@@ -259,11 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--units", type=int, default=30, help="--storm: how many units")
     parser.add_argument("--storm-report", action="store_true",
                         help="write bench/RESULTS.md's storm section from bench/storm-results.json")
+    parser.add_argument("--no-index", action="store_true", help="--storm: without the event index (to compare)")
     args = parser.parse_args(argv)
     if args.storm or args.storm_report:
         from .storm import main_storm
 
-        return main_storm(args.units, args.minutes or 10, args.keep, report_only=args.storm_report)
+        return main_storm(args.units, args.minutes or 10, args.keep, report_only=args.storm_report,
+                          index=not args.no_index)
     report = soak(args.cycles, args.minutes, args.seed, args.keep)
     print(json.dumps(report, indent=2))
     return 0 if not report["stuck_cycles"] and report["decisions_kept"] == report["decisions_expected"] else 1

@@ -67,9 +67,15 @@ def _ptys(pid: int) -> int:
     return count
 
 
-def sample(daemon: psutil.Process, sock: Path, started: float) -> dict[str, Any]:
+def _transcripts(project: Path) -> int:
+    """Sessions' transcripts on disk: one more per restart, each of them in every pass of the event index."""
+    return sum(1 for unit in (project / ".agentd" / "transcripts").iterdir() if unit.is_dir()
+               for f in os.scandir(unit) if f.name.endswith(".txt"))
+
+
+def sample(daemon: psutil.Process, project: Path, started: float) -> dict[str, Any]:
     try:
-        status = call(sock, "status", timeout=60)
+        status = call(project / ".agentd" / "agentd.sock", "status", timeout=60)
     except Exception:  # noqa: BLE001 - a busy daemon: the figures without status
         status = {}
     units = status.get("units") or []
@@ -77,7 +83,7 @@ def sample(daemon: psutil.Process, sock: Path, started: float) -> dict[str, Any]
             "fds": daemon.num_fds(), "ptys": _ptys(daemon.pid),
             "open_sessions": (status.get("daemon") or {}).get("open_sessions"),
             "restarts": sum(u.get("restarts") or 0 for u in units),
-            "running": sum(1 for u in units if u.get("state") == "running")}
+            "transcripts": _transcripts(project)}
 
 
 def at(curve: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -99,14 +105,14 @@ def drift(curve: list[dict[str, Any]], key: str) -> float:
     return max(abs(m - medians[0]) / medians[0] for m in medians)
 
 
-def storm(units: int, minutes: float, keep: bool) -> dict[str, Any]:
+def storm(units: int, minutes: float, keep: bool, index: bool = True) -> dict[str, Any]:
     project = Path(tempfile.mkdtemp(prefix="agentd-storm-")) / "proj"
     (project / "units").mkdir(parents=True)
     names = [f"c{i:02d}" for i in range(1, units + 1)]
     for name in names:
         (project / "units" / f"{name}.toml").write_text(UNIT.format(python=sys.executable))
     sock = project / ".agentd" / "agentd.sock"
-    result = agentd(project, "start")
+    result = agentd(project, "start", **({} if index else {"EVENT_INDEX": "false"}))
     if result.returncode != 0:
         raise SystemExit(f"agentd start failed: {result.stderr}")
     daemon = psutil.Process(int((project / ".agentd" / "agentd.pid").read_text().split()[0]))
@@ -114,16 +120,16 @@ def storm(units: int, minutes: float, keep: bool) -> dict[str, Any]:
     curve: list[dict[str, Any]] = []
     try:
         while time.monotonic() - started < minutes * 60:
-            curve.append(sample(daemon, sock, started))
+            curve.append(sample(daemon, project, started))
             print(json.dumps(curve[-1]), file=sys.stderr, flush=True)
             time.sleep(max(0.0, EVERY - (time.monotonic() - started) % EVERY))
-        curve.append(sample(daemon, sock, started))
+        curve.append(sample(daemon, project, started))
         t = time.monotonic()
         stopped = agentd(project, "stop", "--now", *names)
         stop_units_s = time.monotonic() - t
         states = {u["unit"]: u["state"] for u in call(sock, "status", timeout=60)["units"]}
         time.sleep(QUIET)
-        after = sample(daemon, sock, started)
+        after = sample(daemon, project, started)
     finally:
         t = time.monotonic()
         agentd(project, "stop", "--now")
@@ -134,7 +140,7 @@ def storm(units: int, minutes: float, keep: bool) -> dict[str, Any]:
         proc.kill()
     minute = at(curve, 60)
     report = {
-        "units": units, "minutes": minutes, "restarts": curve[-1]["restarts"],
+        "units": units, "minutes": minutes, "event_index": index, "restarts": curve[-1]["restarts"],
         "restarts_per_minute": round(curve[-1]["restarts"] / (curve[-1]["t"] / 60), 1) if curve[-1]["t"] else 0,
         "at_1_min": minute, "at_5_min": at(curve, 300), "at_10_min": at(curve, 600), "last": curve[-1],
         "rss_drift_after_1_min": round(drift(curve, "rss_mb"), 3), "fds_drift_after_1_min": round(drift(curve, "fds"), 3),
@@ -157,30 +163,44 @@ def section(data: dict[str, Any]) -> str:
 
     begin, end = markers("storm")
     one, five, ten, after = data["at_1_min"], data["at_5_min"], data["at_10_min"], data["after_stop"]
-    rows = [f"| {s['t'] / 60:.0f} min | {s['rss_mb']:.1f} | {s['fds']} | {s['ptys']} | {s['restarts']} |"
-            for s in (one, five, ten)]
+    rows = [f"| {s['t'] / 60:.0f} min | {s['rss_mb']:.1f} | {s['fds']} | {s['ptys']} | {s['restarts']} | "
+            f"{s.get('transcripts', '–')} |" for s in (one, five, ten)]
     return "\n".join([
         begin, "## 9. Storm: crash-looping units for a long time (`python -m bench.soak --storm`)", "",
         f"{data['units']} units of the fake agent exiting 1 s after each start, restarted after 0.05 s, for "
         f"{data['minutes']:g} minutes: {data['restarts']} restarts ({data['restarts_per_minute']} a minute). "
         "The daemon's own process, sampled every 10 s:", "",
-        "| time | RSS MB | open fds | PTY masters | restarts so far |", "|---|---|---|---|---|", *rows,
+        "| time | RSS MB | open fds | PTY masters | restarts so far | transcripts on disk |",
+        "|---|---|---|---|---|---|", *rows,
         f"| after `stop --now` of every unit and {QUIET:.0f} s of quiet | {after['rss_mb']:.1f} | {after['fds']} | "
-        f"{after['ptys']} | open sessions: {after['open_sessions']} |", "",
+        f"{after['ptys']} | open sessions: {after['open_sessions']} | |", "",
         f"After the first minute each minute's median RSS stayed within {data['rss_drift_after_1_min']:.1%} and its "
         f"median of descriptors within {data['fds_drift_after_1_min']:.1%} of the second minute's (target: "
         f"within {FLAT:.0%}). "
         f"Stopping every unit took {data['stop_units_s']:.1f} s, the daemon {data['stop_daemon_s']:.1f} s; "
         f"{data['leftover_processes']} processes of the project were left. "
-        f"{'MET' if data['passed'] else 'NOT MET'}.", end])
+        f"{'MET' if data['passed'] else 'NOT MET'}.", "", *_growth(one, ten, data), end])
 
 
-def main_storm(units: int, minutes: float, keep: bool, report_only: bool = False) -> int:
+def _growth(one: dict[str, Any], ten: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    """What RSS grew with: a restart leaves a transcript on disk, and each pass of the event index lists them all."""
+    files = (ten.get("transcripts") or 0) - (one.get("transcripts") or 0)
+    if not data.get("event_index", True) or files <= 0:
+        return []
+    per = (ten["rss_mb"] - one["rss_mb"]) * 1024 / files
+    return [f"Between 1 and {ten['t'] / 60:.0f} min {files} transcripts were added and RSS grew "
+            f"{ten['rss_mb'] - one['rss_mb']:.1f} MB, {per:.1f} KiB per transcript: the event index's pass holds "
+            "every transcript's path and stat (`eventindex/index.py: update`); with the index off "
+            "(`--no-index`) the daemon's own figures level off."]
+
+
+def main_storm(units: int, minutes: float, keep: bool, report_only: bool = False, index: bool = True) -> int:
     from .report import write_section
 
     if not report_only:
-        data = storm(units, minutes, keep)
-        RESULTS.write_text(json.dumps(data, indent=2) + "\n")
+        data = storm(units, minutes, keep, index)
+        if index:  # the run RESULTS.md shows (a run without the index is for comparison)
+            RESULTS.write_text(json.dumps(data, indent=2) + "\n")
         print(json.dumps({k: v for k, v in data.items() if k != "curve"}, indent=2))
         return 0 if data["passed"] else 1
     data = json.loads(RESULTS.read_text())

@@ -18,6 +18,7 @@ from supervisor.config.stopbudget import StopBudget, StopLimit, shutdown_seconds
 from supervisor.continuity.stoppolicy import AtOnce, AtStop, CheckpointFirst, at_stop
 from supervisor.daemon.lifecycle import UnitState
 from supervisor.daemon.unit import UnitSupervisor
+from tests.conftest import wait_until_async
 from tests.daemon_fakes import FakeClock, FakeDriver, FakeRuntime, spec
 
 QUIET = "[wakeup]\non_start = false\n[restart]\nstop_timeout = 2\n"
@@ -157,4 +158,28 @@ def test_two_stops_at_once_are_one_stop_and_now_cuts_the_checkpoint_short(tmp_pa
         await unit.stop("stop command", checkpoint=False)
         await asyncio.gather(graceful, again)
         assert unit.state is UnitState.INACTIVE and unit.driver is None and rt.drivers[0].ended == [False]
+    asyncio.run(go())
+
+
+def test_now_during_the_checkpoints_quit_still_ends_the_session_and_the_unit(tmp_path: Path) -> None:
+    """A stop cut short while its cycle ended the old session (state stopping) must not stay stopping."""
+    async def go() -> None:
+        unit, rt, clock = make(tmp_path)
+        await unit.start("start")
+        driver = unit.driver
+        hang = asyncio.Event()
+        real_end = driver.end
+
+        async def slow_quit(timeout: float, graceful: bool) -> list:
+            if graceful:
+                await hang.wait()  # the agent's quit keys go unanswered
+            return await real_end(timeout, graceful)
+        driver.end = slow_quit  # type: ignore[method-assign]
+        graceful = asyncio.ensure_future(unit.stop("stop command", checkpoint=True))
+        await wait_until_async(lambda: unit.state is UnitState.STOPPING, 10, what="the cycle's quit step")
+        assert unit.busy and unit.op_what == "checkpoint (stop)"
+        await unit.stop("stop command", checkpoint=False)
+        await graceful
+        assert unit.state is UnitState.INACTIVE and unit.driver is None and driver.closed
+        assert driver.ended == [False] and not unit.busy
     asyncio.run(go())

@@ -420,12 +420,14 @@ class Arbiter:
         self.units.stopping_all = True
         deadline = self.clock() + seconds
         stop = asyncio.ensure_future(self.stop_units(None, why="daemon shutdown", now=now, deadline=deadline))
-        reserve = max((u.stop_timeout for u in self.units.values()), default=0.0) + STOP_RESERVE
-        done, _ = await asyncio.wait({stop}, timeout=max(0.0, seconds - reserve))
-        if not done:  # the units' own caps should have held: cut whatever still checkpoints
-            log.warning("stop_budget_spent", budget=round(seconds, 1),
-                        units=[u.name for u in self.units.values() if u.state not in (UnitState.INACTIVE, UnitState.FAILED)])
-            await self.stop_units(None, why="daemon shutdown (the stop budget is spent)", now=True)
+        # each checkpoint's own deadline leaves STOP_RESERVE and its stop_timeout: only one that overran it is cut
+        reserve = max((u.stop_timeout for u in self.units.values()), default=0.0)
+        if seconds > reserve + STOP_RESERVE:  # (else no checkpoint fits: the units stop at once by themselves)
+            done, _ = await asyncio.wait({stop}, timeout=seconds - reserve)
+            if not done:  # the units' own caps should have held: cut whatever still checkpoints
+                log.warning("stop_budget_spent", budget=round(seconds, 1), units=[
+                    u.name for u in self.units.values() if u.state not in (UnitState.INACTIVE, UnitState.FAILED)])
+                await self.stop_units(None, why="daemon shutdown (the stop budget is spent)", now=True)
         await stop
         if self.confinement is not None:
             await self.confinement.shutdown(self.settings.stop_timeout)

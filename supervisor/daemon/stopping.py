@@ -46,8 +46,12 @@ log = structlog.get_logger("agentd")
 #: Named freezes that keep the agent from taking a turn (a checkpoint at stop would only wait).
 NO_TURN = frozenset({Freeze.BLOCKED_SCREEN.value, Freeze.APPROVAL_WAIT.value, Freeze.STOPPED_PROCESS.value,
                      Freeze.MEMORY_UNWRITABLE.value})
-#: States with a session (or one being started) that a stop must end.
-WITH_SESSION = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
+#: States with a session (or one being started, or ended) that a stop must end (a cycle cut short while it
+#: ended the old session leaves ``stopping``).
+WITH_SESSION = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING,
+                          UnitState.STOPPING})
+#: The operations that end a session: a stop waits for them, never cuts them.
+ENDING = frozenset({"stop", "usage limit"})
 
 
 class Stopped(Protocol):
@@ -109,7 +113,7 @@ class Stopping:
     def cut_short(self, why: str) -> None:
         """Cancel the operation in progress (a start, a cycle, a checkpoint), never the ending of a session."""
         unit = self.unit
-        if unit.busy and unit.op_what != "stop":
+        if unit.busy and unit.op_what not in ENDING:
             log.info("operation_cut_short", unit=unit.name, operation=unit.op_what, why=why)
             unit.op.cancel()  # type: ignore[union-attr]
 

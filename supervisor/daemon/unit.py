@@ -384,8 +384,10 @@ class UnitSupervisor:
         await self.stopping.stop(why, checkpoint, deadline)
 
     async def stop_at_once(self, why: str) -> None:
-        """Stopping now (synchronously, so an exit reaped meanwhile is this stop's), then end the session."""
-        self.set_state(UnitState.STOPPING, why)
+        """Stopping now (synchronously, so an exit reaped meanwhile is this stop's), then end the session
+        (also when a cycle cut short while it ended its session left the unit stopping)."""
+        if self.state is not UnitState.STOPPING:
+            self.set_state(UnitState.STOPPING, why)
         await outcome(self.run_op(self._end_and_stop(why), "stop"))
 
     async def _end_and_stop(self, why: str) -> None:

@@ -195,3 +195,25 @@ on_start = false
 def _stop_began(project: Project) -> str:
     return next(e["timestamp"] for e in project.events("daemon_stopping"))
 
+
+
+def test_a_daemon_stop_keeps_to_one_budget_when_an_agent_takes_too_long(project: Project) -> None:
+    """Issue 27 §1: one budget for the whole stop (TimeoutStopSec=30), not each unit's 300 s checkpoint deadline."""
+    project.init_memory()
+    for name in ("slow1", "slow2"):
+        project.fake_unit(name, "--on-checkpoint", "slow:300", cycle=True)
+    project.agentd("start", env=clean_env(TIMEOUT_STOP_USEC=str(30_000_000)))
+    for name in ("slow1", "slow2"):
+        wait_until(lambda n=name: (r := project.unit_status(n)) and r["turn"] == "idle"
+                   and r["wakeup"] not in (None, "pending"), 60, what=f"{name}, idle after its wakeup")
+    budget = project.status()["daemon"]["stop_budget"]
+    assert budget["seconds"] == 15 and "TIMEOUT_STOP_USEC" in budget["source"]
+    began = time.monotonic()
+    stop = project.agentd("stop", timeout=120)
+    took = time.monotonic() - began
+    assert took < 30, f"the stop took {took:.0f} s, past TimeoutStopSec=30"
+    assert "up to 15 s in all: the daemon's stop budget" in stop.stderr, stop.stderr
+    for name in ("slow1", "slow2"):
+        (cycle,) = [r for r in project.history(name) if r["trigger"] == "stop" and r["flush"] != "skipped"]
+        assert cycle["flush"] == "auto" and cycle["outcome"] == "stopped", cycle  # an [auto] note, not lost
+    assert not _raised(project)
