@@ -183,3 +183,17 @@ def test_now_during_the_checkpoints_quit_still_ends_the_session_and_the_unit(tmp
         assert unit.state is UnitState.INACTIVE and unit.driver is None and driver.closed
         assert driver.ended == [False] and not unit.busy
     asyncio.run(go())
+
+
+def test_the_narration_says_the_daemons_own_bound_and_now_skips_only_a_checkpoints_waits() -> None:
+    """Issue 27 §1 / 31 §5: "restart --now" said "--now skips" of the fresh agent's wait; the bound was a guess."""
+    from supervisor.cli.progress import step
+
+    turn = {"state": "checkpointing", "activity": "waiting for the agent's turn to end", "activity_bound": 59.6}
+    assert step(turn) == "waiting for the turn to end (up to 60 s; --now skips)"
+    assert step(turn, now=True) == "waiting for the turn to end (up to 60 s)"
+    wake = {"state": "running", "activity": "waiting for the agent to be ready for its wakeup", "activity_bound": 60}
+    assert step(wake) == "waiting for the agent to be ready for its wakeup (up to 60 s)"
+    said = {"state": "inactive", "reason": "stop command; no checkpoint: the agent cannot take a turn: blocked: login"}
+    assert step(said) == "stopped without a checkpoint: the agent cannot take a turn: blocked: login"
+    assert step({"state": "error", "reason": "agentd error while reaping"}) == "error: agentd error while reaping"

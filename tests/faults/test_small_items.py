@@ -84,3 +84,17 @@ def test_send_takes_the_text_from_stdin(project: Project) -> None:
                            capture_output=True, env=clean_env(), cwd=project.root, timeout=60)
     assert empty.returncode == 1 and "stdin is empty" in empty.stderr
     final_checks(project, ["reader"])
+
+
+def test_restart_now_never_says_now_skips_and_says_what_it_waits_for(project: Project) -> None:
+    """Issue 27 §1: `restart --now` printed the fresh agent's wait as "waiting ... (--now skips)"."""
+    project.init_memory()
+    project.fake_unit("quick", "--banner", "warming up", cycle=True)
+    project.agentd("start")
+    wait_until(lambda: (r := project.unit_status("quick")) and r["turn"] == "idle"
+               and r["wakeup"] not in (None, "pending"), 60, what="the unit, idle after its wakeup")
+    restart = project.agentd("restart", "--now", "quick", timeout=120)
+    assert "--now skips" not in restart.stderr, restart.stderr
+    assert "waiting for the turn to end" not in restart.stderr, restart.stderr  # not a checkpoint's wait
+    assert "quick: running" in restart.stdout
+    final_checks(project, ["quick"])
