@@ -51,6 +51,8 @@ class Cycled(Protocol):
     state: UnitState
     driver: Driver | None
     down: str | None
+    op: asyncio.Task[Any] | None
+    op_what: str | None
     activity: str | None
     context: ContextFigure | None
     checkpoint_marker: dict[str, Any] | None
@@ -89,8 +91,10 @@ class UnitCycle:
             self.begin(trigger, interrupt=interrupt, deadline=deadline)
 
     async def command(self) -> dict[str, Any]:
-        """``agentd checkpoint UNIT``: a cycle now; its record."""
+        """``agentd checkpoint UNIT``: a cycle now (after a start still under way); its record."""
         unit = self.unit
+        if unit.busy and unit.op_what == "start" and unit.op is not None:
+            await asyncio.wait({unit.op})  # the session is there, the start hands it over in a moment
         if unit.busy:
             raise ValueError(f"unit {unit.name!r} is {unit.state.value}: an operation is already running "
                              f"({unit.activity or 'starting'})")
