@@ -199,8 +199,8 @@ def main_storm(units: int, minutes: float, keep: bool, report_only: bool = False
 
     if not report_only:
         data = storm(units, minutes, keep, index)
-        if index:  # the run RESULTS.md shows (a run without the index is for comparison)
-            RESULTS.write_text(json.dumps(data, indent=2) + "\n")
+        # the run RESULTS.md shows; a run without the index is kept beside it, for comparison
+        (RESULTS if index else RESULTS.with_name("storm-noindex-results.json")).write_text(json.dumps(data, indent=2) + "\n")
         print(json.dumps({k: v for k, v in data.items() if k != "curve"}, indent=2))
         return 0 if data["passed"] else 1
     data = json.loads(RESULTS.read_text())
