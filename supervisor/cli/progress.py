@@ -130,7 +130,9 @@ class Progress:
         self.cycles[unit] = cycle.get("started")
         text = step(row, self.now)
         if text and self.last.get(unit) != text:
-            if unit in self.last or row.get("state") not in ("running", "inactive"):
+            # a first look says nothing of a unit merely running or stopped, but one stopped without a
+            # checkpoint (before the first look, on a busy machine) is said
+            if unit in self.last or row.get("state") not in ("running", "inactive") or "without a checkpoint" in text:
                 click.echo(f"{unit}: {text}", err=True)
             self.last[unit] = text
 
