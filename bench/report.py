@@ -160,7 +160,7 @@ def write_report(data: dict, path: Path) -> None:
     if data.get("notes"):
         L += ["## Notes", ""] + [f"- {n}" for n in data["notes"]] + [""]
     old = path.read_text() if path.exists() else ""
-    for kind in ("events", "scale"):  # the sections of bench/events.py and bench/scale.py stay as they are
+    for kind in ("events", "scale", "storm"):  # the sections of bench/events.py, scale.py and storm.py stay
         begin, end = markers(kind)
         if begin in old and end in old:
             L += [old[old.index(begin):old.index(end) + len(end)], ""]

@@ -1,6 +1,8 @@
-"""Soak: one fake-agent unit through N kill / checkpoint cycles (issue 13).  Not part of CI.
+"""Soak: one fake-agent unit through N kill / checkpoint cycles (issue 13); a storm of crash loops (issue 31).
+Not part of CI.
 
 ``python -m bench.soak --cycles 1000 [--minutes 30] [--seed 13] [--keep]``
+``python -m bench.soak --storm [--units 30] [--minutes 10] [--keep]``, ``python -m bench.soak --storm-report``
 
 A temporary project runs the real daemon with one ``generic`` unit on the
 fake agent (``--on-checkpoint confirm``: each checkpoint records a decision),
@@ -21,6 +23,14 @@ time taken, restarts (sessions started after a crash), wakeups delivered
 kept (of the verified checkpoints, those whose decision is in the log),
 orphans (grandchildren, and any other process of the project, alive after
 the stop; they are then killed), and cycles that did not come back.
+
+**The storm** (``--storm``, :mod:`bench.storm`): ``--units`` units of the fake
+agent crashing a second after each start (``policy = "always"``, a 0.05 s
+backoff, no start limit) for ``--minutes``; the daemon's RSS, open
+descriptors, PTY masters and open sessions every 10 s; then every unit stopped
+with ``--now`` in one command, 20 s of quiet, the same figures again, and the
+daemon stopped.  It passes when RSS and descriptors stay within 10 % of their
+value at the first minute and nothing of a session is left after the stop.
 """
 
 from __future__ import annotations
@@ -32,7 +42,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,16 +53,11 @@ import psutil
 
 from supervisor.control.client import call
 
+from .running import agentd, of_project
+
 PY = sys.executable
 UNIT = "soak"
 WAKEUP_HEAD = "# Wakeup briefing"
-
-
-def agentd(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_") and k != "NOTIFY_SOCKET"}
-    env["PATH"] = str(Path(PY).parent) + os.pathsep + env.get("PATH", "")
-    return subprocess.run([PY, "-m", "supervisor", "--root", str(project), *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def setup(project: Path) -> Path:
@@ -140,17 +144,6 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def of_project(project: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get("AGENTD_ROOT") == str(project) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-            continue
-    return found
 
 
 def soak(cycles: int, minutes: float, seed: int, keep: bool) -> dict[str, Any]:
@@ -262,7 +255,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=0, help="stop after this long (0: no limit)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    parser.add_argument("--storm", action="store_true", help="crash-looping units instead (issue 31)")
+    parser.add_argument("--units", type=int, default=30, help="--storm: how many units")
+    parser.add_argument("--storm-report", action="store_true",
+                        help="write bench/RESULTS.md's storm section from bench/storm-results.json")
+    parser.add_argument("--no-index", action="store_true", help="--storm: without the event index (to compare)")
     args = parser.parse_args(argv)
+    if args.storm or args.storm_report:
+        from .storm import main_storm
+
+        return main_storm(args.units, args.minutes or 10, args.keep, report_only=args.storm_report,
+                          index=not args.no_index)
     report = soak(args.cycles, args.minutes, args.seed, args.keep)
     print(json.dumps(report, indent=2))
     return 0 if not report["stuck_cycles"] and report["decisions_kept"] == report["decisions_expected"] else 1

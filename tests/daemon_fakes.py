@@ -140,6 +140,11 @@ class FakeDriver:
     def blocked(self) -> Any:
         return self.screen
 
+    sigstopped = False  # the agent's process is stopped (SIGSTOP)
+
+    def process_stopped(self) -> bool:
+        return self.sigstopped
+
     async def send_keys(self, keys: Any) -> None:
         self.keys.append(keys.payload())
         self.screen = None
@@ -263,6 +268,7 @@ class FakeHost:
         self.memory = memory
         self.states: list[UnitState] = []
         self.activities: list[str | None] = []
+        self.untils: list[float | None] = []  # each activity's latest end (clock time), None when unbounded
         self.marks: list[dict[str, Any] | None] = []
         self.ended = 0
         self.stopped_why: str | None = None
@@ -273,8 +279,9 @@ class FakeHost:
     def set_state(self, state: UnitState, reason: str) -> None:
         self.states.append(state)
 
-    def set_activity(self, text: str | None) -> None:
+    def set_activity(self, text: str | None, until: float | None = None) -> None:
         self.activities.append(text)
+        self.untils.append(until)
 
     async def pause(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -311,6 +318,7 @@ class FakeRuntime:
         self.clock = clock
         self.root = root
         self.default_stop_timeout = 1.0
+        self.stopping = False
         self.drivers: list[FakeDriver] = []
         self.cycles: list[Any] = []
         self.sessions: list[Any] = []
@@ -322,6 +330,7 @@ class FakeRuntime:
         self.memory_files = FakeMemory()
         self.given_up: list[str] = []
         self.keeper_fake = FakeKeeper()
+        self.persist_gate: asyncio.Event | None = None
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -352,7 +361,8 @@ class FakeRuntime:
         self.given_up.append(unit.name)
 
     async def persist(self) -> None:
-        pass
+        if self.persist_gate is not None:  # a test holds the start of a session right after its launch
+            await self.persist_gate.wait()
 
     async def sleep(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -360,6 +370,10 @@ class FakeRuntime:
 
     def record_cycle(self, record: Any) -> None:
         self.cycles.append(record)
+
+    def cycles_of(self, trigger: str) -> list[Any]:
+        """The checkpoint cycles of ``trigger`` (not the records of work kept when a session ended otherwise)."""
+        return [c for c in self.cycles if c.trigger == trigger and c.flush != "skipped"]
 
     def record_session(self, record: Any) -> None:
         self.sessions.append(record)

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from supervisor.adapters.base import Blocked, BlockKind, ContextFigure, Keystrokes, Meaning
-from supervisor.continuity.policy import Checkpoint, Freeze, Frozen, Seen, Trigger, TypeQueued, overdue, watch
+from supervisor.continuity.policy import Checkpoint, Freeze, Frozen, Seen, Trigger, TypeQueued, hold, overdue, watch
 from supervisor.daemon.commands import status_row
 from supervisor.daemon.lifecycle import UnitState
 from supervisor.daemon.unit import UnitSupervisor
@@ -207,7 +207,7 @@ def test_an_overdue_checkpoint_is_named_and_restarted(tmp_path: Path) -> None:
             await hang.wait()
 
         unit.end_session = wedged  # type: ignore[method-assign]
-        task = unit._cycle(Trigger.COMMAND)
+        task = unit.cycles.begin(Trigger.COMMAND)
         for _ in range(50):
             await asyncio.sleep(0)
         assert unit.state in (UnitState.CHECKPOINTING, UnitState.RESPAWNING)  # on its way to the wedged end
@@ -218,6 +218,119 @@ def test_an_overdue_checkpoint_is_named_and_restarted(tmp_path: Path) -> None:
         await rt.settle()
         assert task.done() and unit.state is UnitState.RUNNING and unit.driver is not old
         assert "freeze: checkpoint_overdue" in freeze_records(rt)
+    asyncio.run(go())
+
+
+def test_the_policy_names_a_storm_a_stopped_process_and_holds_cycles_back(tmp_path: Path) -> None:
+    """Issue 31 §4-5: a fresh session due within its first turn after the wakeup is a storm (named once, then
+    the cycle runs after the hold); a stopped process is a freeze after [freeze] after."""
+    s = spec(tmp_path, QUIET)
+    high = ContextFigure(750, 1000, True, "t")
+    action = watch(s, seen(context=high, first_turn=True, wakeup_tokens=600))
+    assert isinstance(action, Frozen) and action.freeze is Freeze.CYCLE_STORM and not action.restart
+    assert "600-token wakeup" in action.detail and "75% of a 1000-token window" in action.detail
+    assert "[wakeup] budget (now 2500)" in action.detail and "checkpoint_at (now 0.7)" in action.detail
+    assert watch(s, seen(context=high, first_turn=True, storm_named=True, held=True)) is None  # backing off
+    assert watch(s, seen(context=high, first_turn=True, storm_named=True)) == Checkpoint(Trigger.THRESHOLD)
+    assert watch(s, seen(context=high)) == Checkpoint(Trigger.THRESHOLD)  # past its first turn: a plain cycle
+    assert watch(s, seen(context=high, held=True)) is None  # notes that cannot be written: held too
+    assert [hold(n) for n in (1, 2, 3)] == [60, 120, 240] and hold(100) == 1800
+    assert watch(s, seen(stopped_for=29)) is None
+    stopped = watch(s, seen(stopped_for=30))
+    assert isinstance(stopped, Frozen) and stopped.freeze is Freeze.STOPPED_PROCESS and not stopped.restart
+
+
+def _over_the_threshold(driver: object) -> None:
+    driver.figure = ContextFigure(750, 1000, True, "fake")  # type: ignore[attr-defined]
+
+
+def test_a_cycle_storm_is_named_backed_off_and_says_what_to_change(tmp_path: Path) -> None:
+    """Issue 31 §4: every session crosses checkpoint_at with its wakeup's answer: named, held 60 s, then 120 s."""
+    async def go() -> None:
+        unit, rt, clock = make(tmp_path, "[freeze]\nafter = 30\n")
+        rt.script = _over_the_threshold
+        await unit.start("start")
+        await unit.delivered()
+        first = unit.driver
+        assert first.turns_ended == 1  # it answered its wakeup, and is over the threshold
+        unit.watch.tick()
+        await rt.settle()
+        frozen = status_row(unit, None)["frozen"]
+        assert frozen["state"] == "cycle_storm" and frozen["action"] == "back off 60s"
+        assert "first turn after" in frozen["detail"] and "[context] checkpoint_at" in frozen["detail"]
+        assert unit.driver is first and not [r for r in rt.cycles if r.trigger == "threshold"]
+        clock.advance(59)
+        unit.watch.tick()
+        await rt.settle()
+        assert unit.driver is first and unit.watch.frozen["state"] == "cycle_storm"  # still held, still said
+        clock.advance(1)
+        unit.watch.tick()
+        await rt.settle()
+        assert [r.outcome for r in rt.cycles if r.trigger == "threshold"] == ["respawned"] and unit.driver is not first
+        unit.watch.tick()  # the fresh session storms again: held twice as long
+        await rt.settle()
+        assert unit.watch.frozen["action"] == "back off 120s" and "#2 in a row" in unit.watch.frozen["detail"]
+        assert freeze_records(rt) == ["freeze: cycle_storm", "freeze: cycle_storm"]
+        unit.driver.watcher.turns_ended = 2  # a session that gets past its first turn ends the storm
+        unit.watch.tick()
+        assert unit.watch.storms == 0
+    asyncio.run(go())
+
+
+def test_a_stopped_process_is_named(tmp_path: Path) -> None:
+    """Issue 31 §5: a SIGSTOPped agent (running, turn busy, no output) is named after [freeze] after."""
+    async def go() -> None:
+        unit, rt, clock = make(tmp_path)
+        await unit.start("start")
+        driver = unit.driver
+        driver.watcher.idle = False
+        driver.sigstopped = True
+        unit.watch.tick()
+        clock.advance(30)
+        unit.watch.tick()
+        from supervisor.cli.render import state_label
+
+        row = status_row(unit, None)
+        assert row["frozen"]["state"] == "stopped_process" and row["frozen"]["action"] == "notify"
+        assert "SIGSTOP" in row["frozen"]["detail"] and state_label(row) == "running (frozen: stopped_process)"
+        assert freeze_records(rt) == ["freeze: stopped_process"]
+    asyncio.run(go())
+
+
+def test_notes_that_cannot_be_written_keep_the_session_and_back_off(tmp_path: Path) -> None:
+    """Issue 31 §5: a read-only .agent/ at checkpoint: the session (the only copy of its memory) goes on, named."""
+    async def go() -> None:
+        import errno
+
+        unit, rt, clock = make(tmp_path)
+        await unit.start("start")
+        first = unit.driver
+
+        def read_only(reason: str, tail: str) -> None:
+            raise OSError(errno.EROFS, "Read-only file system")
+        rt.memory_files.write_auto = read_only  # type: ignore[method-assign]
+        _over_the_threshold(first)
+        unit.watch.tick()
+        await rt.settle()
+        (record,) = rt.cycles
+        assert record.flush == "failed" and record.outcome.startswith("kept the session")
+        assert unit.state is UnitState.RUNNING and unit.driver is first and first.ended == []
+        frozen = status_row(unit, None)["frozen"]
+        assert frozen["state"] == "memory_unwritable" and frozen["action"] == "back off 60s"
+        assert "Read-only file system" in frozen["detail"]
+        clock.advance(30)
+        unit.watch.tick()
+        await rt.settle()
+        assert len(rt.cycles) == 1  # held back
+        clock.advance(30)
+        unit.watch.tick()
+        await rt.settle()
+        assert len(rt.cycles) == 2 and unit.watch.frozen["action"] == "back off 120s"
+        del rt.memory_files.write_auto  # writable again: the next cycle replaces the session
+        clock.advance(120)
+        unit.watch.tick()
+        await rt.settle()
+        assert rt.cycles[-1].outcome == "respawned" and unit.driver is not first
     asyncio.run(go())
 
 

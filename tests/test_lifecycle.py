@@ -32,6 +32,21 @@ def test_every_state_has_a_row_and_illegal_moves_raise() -> None:
         check_transition(UnitState.FAILED, UnitState.RUNNING)
 
 
+def test_any_state_falls_into_error_and_a_start_or_a_stop_leaves_it() -> None:
+    """Issue 31 §1: what handling a unit raises names the unit's error state; the table stays strict."""
+    for state in UnitState:
+        if state is not UnitState.ERROR:
+            check_transition(state, UnitState.ERROR)
+    assert TRANSITIONS[UnitState.ERROR] == {UnitState.INACTIVE, UnitState.STARTING}
+    with pytest.raises(IllegalTransition):  # the storm's stale reactions are still bugs at the table
+        check_transition(UnitState.INACTIVE, UnitState.BACKOFF)
+    with pytest.raises(IllegalTransition):
+        check_transition(UnitState.BACKOFF, UnitState.BACKOFF)
+    with pytest.raises(IllegalTransition):
+        check_transition(UnitState.ERROR, UnitState.RUNNING)
+    check_transition(UnitState.CHECKPOINTING, UnitState.RUNNING)  # notes that cannot be written keep the session
+
+
 def test_backoff_grows_and_is_capped() -> None:
     tracker = RestartTracker(RestartConfig(initial_delay=1, multiplier=2, max_delay=10, burst=100, interval=1000))
     delays = []

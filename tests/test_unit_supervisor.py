@@ -409,3 +409,20 @@ def test_a_scope_revert_keeps_the_running_sessions_work_first(tmp_path: Path) ->
         assert rt.keeper_fake.calls == [("scope revert", unit.driver.session_id, None)]
         assert rt.cycles[-1].trigger == "scope revert" and rt.cycles[-1].outcome == "kept before reverting outside.txt"
     run(go())
+
+
+def test_a_checkpoint_asked_while_the_start_finishes_waits_for_it(tmp_path: Path) -> None:
+    """`agentd checkpoint` right after `agentd start`: the agent has its wakeup, the start is still under way."""
+    async def go() -> None:
+        unit, rt, _ = make(tmp_path)
+        rt.persist_gate = asyncio.Event()
+        start = unit.start("start")
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert unit.state is UnitState.STARTING and unit.driver is not None
+        checkpoint = asyncio.ensure_future(unit.checkpoint())
+        await asyncio.sleep(0)
+        rt.persist_gate.set()
+        record = await checkpoint
+        assert record["trigger"] == "command" and record["outcome"] == "respawned" and start.done()
+    run(go())

@@ -243,8 +243,10 @@ class Confined:
         if self.fence is None:
             return []
         named = adapter.refused_writes(session)
-        if named is None:
-            named = denied_paths(self._new_text(session.transcript.text_path))
+        if named is None:  # a line echoing what was typed (a wakeup quoting the last session) is not a refusal
+            lines = [ln for ln in self._new_text(session.transcript.text_path).splitlines()
+                     if ("denied" in ln.lower() or "eacces" in ln.lower()) and not session.typed(ln.strip())]
+            named = denied_paths("\n".join(lines))
         found = [p for p in refused(named, self.cwd, self.fence) if p not in self._refused]
         self._refused.update(found)
         return found

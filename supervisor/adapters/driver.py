@@ -171,6 +171,10 @@ class Driver:
         except Exception:  # noqa: BLE001 - a broken screen probe must not stop supervision
             return None
 
+    def process_stopped(self) -> bool:
+        """True while the agent's process is stopped (SIGSTOP): it cannot take a turn."""
+        return self.session.stopped()
+
     def tail(self, n_bytes: int) -> str:
         """The last ``n_bytes`` of the clean transcript ("" when unreadable)."""
         try:

@@ -13,11 +13,8 @@ from pathlib import Path
 import click
 
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
+from .progress import INTERRUPTED, announce, checkpointing, interrupted, progress_of, said_at_the_end
 from .render import render_status
-
-#: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
-INTERRUPTED = 130
-
 
 def _refuse_without_units(app: AppContext) -> None:
     """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
@@ -27,47 +24,6 @@ def _refuse_without_units(app: AppContext) -> None:
     if problem:
         raise click.ClickException(f"not starting: {problem}")
 
-
-def _checkpointing(app: AppContext, units: tuple[str, ...]) -> tuple[list[str], float]:
-    """The running units a graceful stop or restart checkpoints first, and the longest such checkpoint."""
-    try:
-        result = client_call(app.paths, "status", timeout=10.0, units=units_arg(units))
-    except click.ClickException:
-        return [], 0.0
-    names, longest = [], 0.0
-    for row in result.get("units", []) if isinstance(result, dict) else []:
-        limits = row.get("checkpoint_limits") or {}
-        if row.get("state") in ("running", "checkpointing") and limits.get("on_stop"):
-            names.append(row["unit"])
-            longest = max(longest, limits["deadline"] + limits["grace"])
-    return names, longest
-
-
-def _announce(action: str, names: list[str], longest: float) -> None:
-    if names:
-        click.echo(f"{action}: checkpointing {', '.join(names)} first (up to {longest:g} s); Ctrl-C stops waiting, "
-                   f"not the daemon; --now skips the checkpoint", err=True)
-
-
-def _progress(app: AppContext, units: tuple[str, ...]):  # -> Progress
-    from .progress import Progress
-
-    return Progress(app.paths.socket_path, units_arg(units))
-
-
-def _interrupted(action: str, units: tuple[str, ...], now: bool, doing: list[str] | None = None) -> None:
-    """Ctrl-C while the daemon works: say what goes on without us, and how to skip it."""
-    what = ", ".join(units) if units else ("every unit, then itself" if action == "stop" else "the units")
-    steps = ("ends each agent (SIGTERM, then SIGKILL after its stop_timeout)" if now else
-             "checkpoints each running agent first (up to its [checkpoint] deadline + grace), then ends it "
-             "(SIGTERM, then SIGKILL after its stop_timeout)")
-    verb = "stopping" if action == "stop" else "restarting"
-    hint = "" if now else f" `agentd {action} --now{' ' + ' '.join(units) if units else ''}` skips the checkpoints;"
-    click.echo(f"\nagentd {action}: interrupted. The daemon goes on {verb} {what} in the background: it {steps}."
-               f"{hint} `agentd status` shows where it is.", err=True)
-    for line in doing or ():
-        click.echo(f"  now: {line}", err=True)
-    sys.exit(INTERRUPTED)
 
 @click.command(epilog="""\b
 Examples:
@@ -96,7 +52,7 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
             raise click.ClickException(str(exc)) from None
         sys.exit(code)
     if daemon_running(settings):
-        print_result(client_call(settings, "start", timeout=None, units=units_arg(units)))
+        print_result(warned(client_call(settings, "start", timeout=None, units=units_arg(units))))
         return
     from ..daemon.daemonize import DaemonStartError, spawn_daemon
 
@@ -106,8 +62,17 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
         raise click.ClickException(str(exc)) from None
     click.echo(f"agentd started (pid {pid}, project {settings.project_root})")
     if units:
-        print_result(client_call(settings, "start", timeout=None, units=list(units)))
+        print_result(warned(client_call(settings, "start", timeout=None, units=list(units))))
     _exit_on_refusals(client_call(settings, "status"))
+
+
+def warned(result: object) -> object:
+    """Say the daemon's warnings (a unit file that changed or no longer loads) on stderr; the rest."""
+    if isinstance(result, dict) and "warnings" in result:
+        result = dict(result)
+        for line in result.pop("warnings") or ():
+            click.echo(f"warning: {line}", err=True)
+    return result
 
 
 def _exit_on_refusals(report: object) -> None:
@@ -136,10 +101,10 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     if not daemon_running(settings):
         click.echo("agentd is not running")
         return
-    progress = _progress(app, units)
+    progress = progress_of(app, units, now)
     try:
         if not now:
-            _announce("stop", *_checkpointing(app, units))
+            announce("stop", *checkpointing(app, units, daemon=not units))
         if units:
             with progress:
                 result = client_call(settings, "stop", timeout=None, units=list(units), now=now)
@@ -151,14 +116,15 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
         daemon = read_pidfile(settings.pidfile)
         try:
             with progress:
-                client_call(settings, "shutdown", timeout=None, now=now)
+                result = client_call(settings, "shutdown", timeout=None, now=now)
+            said_at_the_end(progress, result)
         except click.ClickException:
             if daemon_running(settings):  # a daemon that went away while answering has stopped
                 raise
         if not wait_stopped(settings, timeout=60.0, daemon=daemon):
             raise click.ClickException("agentd did not exit within 60s after stopping its units")
     except KeyboardInterrupt:
-        _interrupted("stop", units, now, progress.doing())
+        interrupted("stop", units, now, progress.doing())
     click.echo("agentd stopped")
 
 
@@ -218,15 +184,15 @@ def restart(app: AppContext, units: tuple[str, ...], now: bool) -> None:
     settings = app.paths
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    progress = _progress(app, units)
+    progress = progress_of(app, units, now)
     try:
         if not now:
-            _announce("restart", *_checkpointing(app, units))
+            announce("restart", *checkpointing(app, units))
         with progress:
             result = client_call(settings, "restart", timeout=None, units=units_arg(units), now=now)
-        print_result(result)
+        print_result(warned(result))
     except KeyboardInterrupt:
-        _interrupted("restart", units, now, progress.doing())
+        interrupted("restart", units, now, progress.doing())
 
 
 @click.command(epilog="""\b
@@ -239,7 +205,7 @@ def reload(app: AppContext) -> None:
     settings = app.paths
     if not daemon_running(settings):
         raise click.ClickException("agentd is not running (use `agentd start`)")
-    progress = _progress(app, ())
+    progress = progress_of(app, ())
     try:
         with progress:
             report = client_call(settings, "reload", timeout=None)
@@ -269,25 +235,47 @@ def reset_failed(app: AppContext, units: tuple[str, ...]) -> None:
 Examples:
   agentd send web "run the tests and fix what fails"
   agentd send web --no-enter "draft"   # typed, not submitted
-  agentd send web --raw $'\\x03'        # control keys, exactly as given (here Ctrl-C)""")
+  agentd send web --raw $'\\x03'        # control keys, exactly as given (here Ctrl-C)
+  agentd send web - < plan.md          # TEXT from stdin (beyond the command line's ~128 KiB)""")
 @click.argument("unit")
 @click.argument("text")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
 @click.option("--raw", is_flag=True, help="type TEXT exactly, control characters included, and no Enter")
 @pass_app
 def send(app: AppContext, unit: str, text: str, no_enter: bool, raw: bool) -> None:
-    """Type TEXT (plus Enter) into UNIT's agent.
+    """Type TEXT (plus Enter) into UNIT's agent; TEXT `-` reads it from stdin (UTF-8).
 
     Control characters, escape sequences and paste delimiters in TEXT are
     removed, and several lines go in as one bracketed paste, so what is typed
     is one message and never a key press; --raw is the one way to type keys.
     """
+    if text == "-":
+        text = _stdin_text()
     result = client_call(app.paths, "send", unit=unit, text=text, enter=not (no_enter or raw), raw=raw)
     assert isinstance(result, dict)
     if result.get("delivered") == "queued":
         click.echo(f"queued (position {result['position']}): {result['note']}")
     else:
         click.echo(f"typed into {unit} ({result['bytes']} bytes)")
+
+
+#: The most ``send -`` reads from stdin: what fits in one control message with room for the rest of it.
+STDIN_MAX = 900_000
+
+
+def _stdin_text() -> str:
+    """TEXT for ``send -``: all of stdin, as UTF-8; a clear error when it is too long or not text."""
+    data = sys.stdin.buffer.read(STDIN_MAX + 1)
+    if len(data) > STDIN_MAX:
+        raise click.ClickException(f"send -: stdin holds more than {STDIN_MAX} bytes, the most one message carries; "
+                                   "send it in parts, or point the agent at a file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"send -: stdin is not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+    if not text.strip():
+        raise click.ClickException("send -: stdin is empty: nothing to type")
+    return text
 
 
 @click.command(epilog="""\b
@@ -326,12 +314,20 @@ Examples:
 @click.argument("unit")
 @pass_app
 def checkpoint(app: AppContext, unit: str) -> None:
-    """Run a checkpoint cycle on UNIT now: prompt, verify the flush, fresh session with the wakeup."""
+    """Run a checkpoint cycle on UNIT now: prompt, verify the flush, fresh session with the wakeup.
+
+    Exit code 1 when the cycle failed: its notes could not be written (the session is kept), or it did
+    not run, or no fresh session started.
+    """
     record = client_call(app.paths, "checkpoint", timeout=None, unit=unit)
     assert isinstance(record, dict)
     from .timeline import render_timeline
 
     click.echo(render_timeline([record]))
+    outcome = str(record.get("outcome") or "")
+    if record.get("flush") == "failed" or outcome.startswith(("failed", "not run", "kept the session")):
+        click.echo(f"agentd checkpoint: the cycle failed: {outcome or record.get('flush')}", err=True)
+        sys.exit(1)
 
 
 @click.command(epilog="""\b

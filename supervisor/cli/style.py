@@ -25,6 +25,7 @@ from .table import simple_table
 STATE_COLOURS = {
     "running": "green", "starting": "cyan", "checkpointing": "magenta", "respawning": "magenta",
     "stopping": "cyan", "waiting": "yellow", "backoff": "yellow", "failed": "red", "inactive": "bright_black",
+    "error": "red",
 }
 LEVEL_COLOURS = {"debug": "bright_black", "info": "green", "warning": "yellow", "error": "red", "critical": "red"}
 #: Colours for unit name prefixes (`agentd logs --all`), as honcho and pm2 do.

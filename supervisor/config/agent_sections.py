@@ -55,3 +55,4 @@ class FreezeSection(Section):
     checkpoint_overdue: FreezeAction = "restart"
     approval_wait: FreezeAction = "restart"
     blocked_screen: FreezeAction = "notify"
+    stopped_process: FreezeAction = "notify"  # SIGSTOPped: restart ends it (SIGKILL) and starts it again

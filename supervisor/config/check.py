@@ -8,14 +8,22 @@
 * settings that each pass on their own but not together (:func:`unit_problems`):
   ``checkpoint_at`` above ``hard_limit``, a ``workdir`` outside the project;
 * two enabled units whose writable scopes overlap are both refused, unless
-  the overlap is listed as ``shared`` in both.
+  the overlap is listed as ``shared`` in both;
+* a unit that ``requires`` a unit that does not exist, or that is refused, is
+  refused too (it could never start: ``reload`` left it inactive while
+  ``check`` said ok), except under ``run-unit`` where the service manager
+  runs the requirement.
+
+:func:`drift` says when a loaded unit is no longer what its file says (the
+file changed, or no longer loads), so ``start`` and ``restart`` never run the
+last good definition in silence.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .units import UnitError, UnitSpec, load_units
+from .units import UnitError, UnitLoadError, UnitSpec, load_units, parse_unit
 
 #: Project files looked at for an example of an overlap.
 OVERLAP_FILES = 20000
@@ -93,7 +101,43 @@ def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None
     specs, inconsistent = refuse_inconsistent(specs, root)
     specs, cycle_errors = refuse_cycles(specs)
     specs, overlap_errors = refuse_overlaps(specs, root)
-    return specs, errors + inconsistent + cycle_errors + overlap_errors
+    errors += inconsistent + cycle_errors + overlap_errors
+    if only is None:
+        specs, missing_errors = refuse_missing_requirements(specs, {e.path.name.removesuffix(".toml") for e in errors})
+        errors += missing_errors
+    return specs, errors
+
+
+def refuse_missing_requirements(specs: dict[str, UnitSpec], refused: set[str]
+                                ) -> tuple[dict[str, UnitSpec], list[UnitError]]:
+    """Units that ``requires`` a unit that does not exist or is refused (``refused``: their names), refused
+    in turn until none is left (a chain of requirements falls together)."""
+    from difflib import get_close_matches
+
+    specs, refused = dict(specs), set(refused)
+    errors: list[UnitError] = []
+    while True:
+        found = {}
+        for name, spec in sorted(specs.items()):
+            for req in spec.unit.requires:
+                if req in specs:
+                    continue
+                if req in refused:
+                    found[name] = (f"[unit] requires {req!r}, which is refused (see its error): {name!r} could never "
+                                   f"start; fix units/{req}.toml, or remove {req!r} from requires")
+                else:
+                    close = get_close_matches(req, list(specs), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    found[name] = (f"[unit] requires {req!r}, which does not exist (no units/{req}.toml){hint}: "
+                                   f"{name!r} could never start; add that unit, or remove it from requires")
+                break
+        if not found:
+            return specs, errors
+        for name, message in found.items():
+            errors.append(UnitError(specs.pop(name).path, message))
+            refused.add(name)
+
+
 def unit_problems(spec: UnitSpec, root: Path) -> list[str]:
     """Why a unit whose keys are each valid cannot run as written (empty when it can).
 
@@ -127,3 +171,21 @@ def refuse_inconsistent(specs: dict[str, UnitSpec], root: Path) -> tuple[dict[st
               if (problems := unit_problems(spec, root))]
     refused = {e.path for e in errors}
     return {n: s for n, s in specs.items() if s.path not in refused}, errors
+
+
+def drift(spec: UnitSpec, root: Path) -> str | None:
+    """Why the loaded ``spec`` is not what its unit file says now, with what to do (None: it still is)."""
+    try:
+        now = parse_unit(spec.path, project_root=root)
+    except UnitLoadError as exc:
+        return (f"{spec.path.name} does not load now ({exc.error.message}); {spec.name!r} runs its last good "
+                "definition, loaded before: fix the file, then `agentd reload`")
+    if now.fingerprint() != spec.fingerprint():
+        return (f"{spec.path.name} changed since it was loaded; {spec.name!r} runs the loaded definition: "
+                "`agentd reload` to use the new one")
+    return None
+
+
+def drifted(specs: list[UnitSpec], root: Path) -> list[str]:
+    """``UNIT: why`` for each of ``specs`` that :func:`drift` finds (blocking: it reads the files)."""
+    return [f"{spec.name}: {why}" for spec in specs if (why := drift(spec, root))]

@@ -77,6 +77,21 @@ def stop_budget(specs: Mapping[str, UnitSpec], default_stop_timeout: float) -> S
     return StopBudget(longest[0] + SHUTDOWN_MARGIN, longest[1])
 
 
+def shutdown_seconds(budget: StopBudget, limit: StopLimit | None) -> tuple[float, str]:
+    """The one budget a stop of the daemon gives its units, and where it comes from.
+
+    The units' longest stop chain (:func:`stop_budget`, without agentd's own margin), cut to what
+    the service manager allows less :data:`SHUTDOWN_MARGIN` (never below half of what it allows).
+    """
+    units = max(0.0, budget.seconds - SHUTDOWN_MARGIN)
+    if limit is None or limit.seconds == math.inf:
+        return units, "the units' checkpoint deadlines and stop timeouts"
+    allowed = max(limit.seconds - SHUTDOWN_MARGIN, limit.seconds / 2)
+    if allowed < units:
+        return allowed, f"{limit.source} ({limit.seconds:g}s, less {min(SHUTDOWN_MARGIN, limit.seconds / 2):g}s for agentd)"
+    return units, "the units' checkpoint deadlines and stop timeouts"
+
+
 def timeout_stop_sec(budget: StopBudget) -> int:
     """A ``TimeoutStopSec=`` value that covers ``budget`` (whole seconds, rounded up)."""
     return math.ceil(budget.seconds)

@@ -10,6 +10,9 @@
    (engram, decision logs, task), until the deadline, plus a short grace for
    files written just after the turn;
 4. verify; when nothing changed, write an ``[auto]`` checkpoint so nothing is lost;
+   when even that cannot be written (a read-only or full ``.agent/``), the
+   session is the only place the notes live: it is kept (the unit runs on,
+   named, and backs off) unless the unit is stopping;
    then keep the agent's trail and its uncommitted work (a WIP commit) for the
    next wakeup's "Where you stopped", whether or not it wrote anything
    (:mod:`.keeper`; best effort, never a reason to stop);
@@ -37,6 +40,11 @@ from ..daemon.lifecycle import UnitState
 from .keeper import Keeper, keep, moment_for
 from .policy import After, Trigger
 from .records import CycleRecord
+
+#: How a cycle's outcome starts when the unit was stopped (a stop asked meanwhile) instead of respawning.
+STOPPED_INSTEAD = "stopped instead of respawning"
+#: How a cycle's outcome starts when it kept the session because the notes could not be written.
+KEPT = "kept the session"
 
 
 class Agent(Protocol):
@@ -91,7 +99,7 @@ class Host(Protocol):
     clock: Callable[[], float]
 
     def set_state(self, state: UnitState, reason: str) -> None: ...
-    def set_activity(self, text: str | None) -> None: ...
+    def set_activity(self, text: str | None, until: float | None = ...) -> None: ...
     async def pause(self, seconds: float) -> None: ...
     async def mark(self, marker: dict[str, Any] | None) -> None: ...
     async def delivered(self) -> str | None: ...
@@ -135,7 +143,7 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
     if plan.interrupt and not agent.exited and not agent.idle:
         record.notes.append(f"interrupted a running turn ({plan.trigger.value.replace('_', ' ')})")
         await agent.interrupt()
-    ready = await agent.wait_ready(deadline, host.set_activity)
+    ready = await agent.wait_ready(deadline, lambda text: host.set_activity(text, deadline))
     record.step("wait_turn_end", t, clock())
     flushed = False
     if ready and plan.prompt is None:
@@ -150,7 +158,7 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
             pass
         record.step("type_prompt", t, clock())
         t = clock()
-        host.set_activity("waiting for the agent to write its notes")
+        host.set_activity("waiting for the agent to write its notes", deadline)
         turn_done = await agent.wait_turns(turns + 1, deadline)
         changed = await asyncio.to_thread(memory.fingerprint) != before
         if turn_done and not changed:
@@ -179,6 +187,12 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
             record.flush = "failed"
             record.notes.append(f"auto-checkpoint failed: {exc}")
     record.step("verify", t, clock())
+    if record.flush == "failed" and plan.after is After.RESPAWN and not agent.exited:
+        record.outcome = f"{KEPT}: the notes could not be written ({record.notes[-1]}); it goes on"
+        host.set_activity(None)
+        host.set_state(UnitState.RUNNING, "checkpoint not written: the session is kept")
+        await host.mark(None)
+        return record
     verified = clock()  # the "verified -> the new session took its wakeup" latency starts here
     if keeper is not None:
         t = clock()
@@ -205,7 +219,7 @@ async def run(host: Host, agent: Agent, memory: Memory, plan: Plan, *, unit: str
     t = clock()
     fresh, problem, wakeup_tokens = await host.respawn(f"fresh session after checkpoint ({plan.trigger.value})")
     if fresh is None:
-        record.outcome = f"failed: {problem}"
+        record.outcome = problem if problem and problem.startswith(STOPPED_INSTEAD) else f"failed: {problem}"
         return record
     record.new_session = fresh.session_id
     record.wakeup_tokens = wakeup_tokens
@@ -229,21 +243,32 @@ async def recall(keeper: Any, fresh: Any) -> dict[str, Any] | None:
         return None
 
 
+#: What the wait for a fresh agent's prompt says (never the checkpoint's "turn to end", which --now skips).
+WAKEUP_WAIT = "waiting for the agent to be ready for its wakeup"
+#: What the wait for the answer to the wakeup says.
+WAKEUP_ANSWER = "waiting for the agent to take the wakeup"
+
+
 async def deliver_wakeup(agent: Agent, text: str, timeout: float, clock: Callable[[], float],
                          activity: Callable[[str | None], None]) -> str:
     """Type the wakeup as the first message once the agent is idle; confirm a turn followed.
 
     Returns the delivery state for ``status``: ``delivered via first-message``,
-    ``typed; no answer yet``, or ``failed: ...``.
+    ``typed; no answer yet``, or ``failed: ...``.  Each wait (:data:`WAKEUP_WAIT`,
+    :data:`WAKEUP_ANSWER`) lasts ``timeout`` seconds at most.
     """
-    activity("waiting for the agent to be ready for its wakeup")
+    activity(WAKEUP_WAIT)
+
+    def waiting(why: str) -> None:
+        activity(f"{WAKEUP_WAIT}: a person is typing" if why.startswith("waiting: a person") else WAKEUP_WAIT)
+
     try:
-        if not await agent.wait_ready(clock() + timeout, activity) or agent.exited:
+        if not await agent.wait_ready(clock() + timeout, waiting) or agent.exited:
             return "failed: the agent was not ready"
         activity("typing the wakeup")
         turns = agent.turns_ended
         await agent.type(text)
-        activity("waiting for the agent to take the wakeup")
+        activity(WAKEUP_ANSWER)
         answered = await agent.wait_turns(turns + 1, clock() + timeout)
     except ConnectionError:
         return "failed: the session ended"

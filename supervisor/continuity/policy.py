@@ -115,6 +115,10 @@ class Freeze(str, enum.Enum):
     CHECKPOINT_OVERDUE = "checkpoint_overdue"  # a checkpoint still running long after its deadline
     APPROVAL_WAIT = "approval_wait"  # an approval prompt on screen that nobody answers
     BLOCKED_SCREEN = "blocked_screen"  # a first-run screen: trust, login, update, onboarding
+    STOPPED_PROCESS = "stopped_process"  # the agent's process is stopped (SIGSTOP, state T): it looks busy forever
+    # these two are backed off, never restarted (a restart is what repeats them); no [freeze] key
+    CYCLE_STORM = "cycle_storm"  # a fresh session at the threshold within its first turn after the wakeup
+    MEMORY_UNWRITABLE = "memory_unwritable"  # the checkpoint's notes cannot be written: the session is kept
 
 
 @dataclass(frozen=True)
@@ -144,11 +148,40 @@ class Seen:
     blocked_todo: str = ""  # what a person should do about it
     idle_after_compaction: float | None = None  # seconds idle at the turn end after its own compaction
     above_hard_limit_for: float | None = None  # seconds the context has been at or above hard_limit
+    stopped_for: float | None = None  # seconds the agent's process has been stopped (SIGSTOP)
+    first_turn: bool = False  # the session has a wakeup and is still in its first turn after it
+    storm_named: bool = False  # this session's cycle storm has been named (its backoff is under way or over)
+    held: bool = False  # threshold cycles are held back (a storm's or unwritable notes' backoff)
+    wakeup_tokens: int | None = None  # the session's wakeup, for what a storm's freeze says to change
 
 
 def frozen(spec: UnitSpec, freeze: Freeze, detail: str) -> Frozen:
     """The unit's action for ``freeze`` (its ``[freeze]`` key of that name)."""
     return Frozen(freeze, detail, getattr(spec.freeze, freeze.value) == "restart")
+
+
+#: The first backoff of a cycle storm or of notes that cannot be written, doubled each time it repeats, up to
+#: :data:`HOLD_MAX` seconds.
+HOLD_FIRST = 60.0
+HOLD_MAX = 1800.0
+
+
+def hold(times: int) -> float:
+    """Seconds threshold cycles are held back after the ``times``-th storm (or unwritable flush) in a row."""
+    return min(HOLD_MAX, HOLD_FIRST * 2 ** max(0, times - 1))
+
+
+def storm(spec: UnitSpec, seen: Seen) -> Frozen:
+    """A cycle storm, with what to change (the window, the wakeup budget, ``checkpoint_at``)."""
+    figure = seen.context
+    where = (f"{figure.ratio * 100:.0f}% of a {figure.window}-token window" if figure is not None and figure.window
+             else "the threshold")
+    wakeup = f"a {seen.wakeup_tokens}-token wakeup" if seen.wakeup_tokens else "its wakeup"
+    return Frozen(Freeze.CYCLE_STORM,
+                  f"cycle storm: a fresh session reached {where} within its first turn after {wakeup}, so each "
+                  f"checkpoint only starts another; change [context] window (if the agent's is larger), "
+                  f"[wakeup] budget (now {spec.wakeup.budget}) or [context] checkpoint_at "
+                  f"(now {spec.context.checkpoint_at:g})", restart=False)
 
 
 def overdue(spec: UnitSpec, checkpoint_age: float, stop_timeout: float) -> Frozen | None:
@@ -166,8 +199,10 @@ def watch(spec: UnitSpec, seen: Seen) -> Action | None:
     """The one thing to do for a running, otherwise unoccupied session now, or None.
 
     In order: ``max_runtime`` (a checkpointed stop), a failure (end the
-    session), a blocking screen or an approval prompt that stayed ``[freeze]
-    after`` seconds (frozen), a due checkpoint (hard limit interrupts), a stall
+    session), a stopped process, a blocking screen or an approval prompt that stayed ``[freeze]
+    after`` seconds (frozen), a due checkpoint (hard limit interrupts; held back
+    during a backoff; a cycle storm when a fresh session is due within its first
+    turn after the wakeup), a stall
     (checkpoint, interrupting the turn, within ``stall_after``), a context
     stuck above the hard limit and an agent idle after its own compaction
     (frozen, each after ``[freeze] after``), then queued text.
@@ -178,10 +213,18 @@ def watch(spec: UnitSpec, seen: Seen) -> Action | None:
         return StopUnit(f"max_runtime {sched.max_runtime:g}s reached")
     if seen.failure is not None:
         return EndSession(seen.failure)
+    if seen.stopped_for is not None and seen.stopped_for >= after:
+        return frozen(spec, Freeze.STOPPED_PROCESS, f"the agent's process has been stopped (SIGSTOP) for "
+                      f"{seen.stopped_for:.0f}s: it cannot take a turn; `kill -CONT` it, or restart the unit")
     if seen.blocked is not None and seen.blocked_for >= after:
         kind = Freeze.APPROVAL_WAIT if seen.blocked == "approval" else Freeze.BLOCKED_SCREEN
         return frozen(spec, kind, f"blocked: {seen.blocked} for {seen.blocked_for:.0f}s; {seen.blocked_todo}".rstrip("; "))
     trigger = due(spec, seen.context, seen.session_age) if spec.checkpoint.enabled else None
+    if trigger in (Trigger.THRESHOLD, Trigger.HARD_LIMIT):
+        if seen.held:
+            trigger = None  # backing off: a storm, or notes that cannot be written
+        elif seen.first_turn and not seen.storm_named:
+            return storm(spec, seen)
     if trigger is not None:
         return Checkpoint(trigger, interrupt=trigger is Trigger.HARD_LIMIT)
     if sched.stall_after and seen.silent_for >= sched.stall_after:

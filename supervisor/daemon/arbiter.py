@@ -8,6 +8,15 @@ drains the queue and routes each event to the unit it concerns
 unit's reactions) or handles it itself (reload, shutdown).  Commands from the
 control socket call the same unit methods.
 
+Nothing one unit raises ends the loop: every event handed to a unit is
+guarded, and what it raises is logged with the unit, which goes to its
+``error`` state (:meth:`~supervisor.daemon.unit.UnitSupervisor.fault`).
+
+A stop of the daemon has one budget (:meth:`Arbiter.stop_seconds`: the units'
+longest stop chain, cut to what the service manager allows): units stop
+within it, and at its end whatever still checkpoints is cut short.  Once it
+has begun no unit starts or respawns.
+
 The arbiter is also the units' :class:`~supervisor.daemon.unit.Runtime`:
 it launches sessions (:func:`supervisor.adapters.driver.launch`) inside the
 daemon's containment (:mod:`supervisor.daemon.confinement`), runs tasks,
@@ -29,8 +38,10 @@ import structlog
 from .. import __version__
 from ..adapters.base import Adapter
 from ..adapters.driver import Driver, launch
-from ..config.check import load_project_units
+from ..config.check import drifted, load_project_units
 from ..config.settings import Settings
+from ..config.stopbudget import shutdown_seconds, stop_budget, stop_limit
+from ..continuity.stoppolicy import STOP_RESERVE
 from ..continuity.cycle import ModuleMemory
 from ..continuity.keeper import UnitKeeper
 from ..continuity.policy import checkpoint_prompt
@@ -38,6 +49,7 @@ from ..config.units import UnitError, UnitSpec, start_order
 from ..continuity.records import CycleRecord, SessionRecord, StartReason, append_history, append_session
 from ..eventindex.indexer import start_indexer
 from ..plan.service import PlanService
+from ..control.framing import ControlError
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
@@ -127,6 +139,11 @@ class Arbiter:
         log.info("daemon_stopped", pid=os.getpid())
         return self.exit_code
 
+    @property
+    def stopping(self) -> bool:
+        """The daemon is stopping: no unit starts or respawns (Runtime)."""
+        return self._shutdown is not None
+
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, Signal):
             if event.number == signal.SIGCHLD:
@@ -139,7 +156,7 @@ class Arbiter:
                 self.spawn(self.reload())
         elif isinstance(event, TimerFired):
             if self.units.get(event.unit.name) is event.unit:
-                event.unit.timer_fired()
+                event.unit.guarded("restarting it after its backoff", event.unit.timer_fired)
         elif isinstance(event, FileChanged):
             self._scope.changed(event.path)
 
@@ -150,7 +167,7 @@ class Arbiter:
 
     def _reap(self) -> None:
         for unit in list(self.units.values()):
-            unit.reap()
+            unit.guarded("reaping its session", unit.reap)
         if self.confinement is not None:
             self.confinement.reap()
 
@@ -167,7 +184,7 @@ class Arbiter:
             try:
                 self._reap()
                 for unit in list(self.units.values()):
-                    unit.watch.tick()
+                    unit.guarded("watching its session", unit.watch.tick)
                 if self.confinement is not None:
                     await self.confinement.tick(list(self.units.values()), self._scope)
                 if self._persist_due:
@@ -213,7 +230,10 @@ class Arbiter:
         self._persist_due = True
         self.bus.publish(unit.name)
         self._notifier.status(self._summary())
-        self.units.changed(unit)
+        try:
+            self.units.changed(unit)
+        except Exception as exc:  # noqa: BLE001 - the dependents' reaction must not undo the unit's change
+            log.error("dependents_failed", unit=unit.name, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
 
     def record_cycle(self, record: CycleRecord) -> None:
         log.info("checkpoint_cycle", **{k: v for k, v in record.as_dict().items() if k != "unit"}, unit=record.unit)
@@ -326,20 +346,34 @@ class Arbiter:
         return [self.units[n] for n in start_order({k: u.spec for k, u in self.units.items()}) if default(self.units[n])]
 
     async def start_units(self, names: list[str] | None) -> dict[str, str]:
+        if self.stopping:
+            raise ControlError("the daemon is stopping: no unit starts (start it again once it has stopped)")
         targets = self._targets(names, lambda u: u.spec.unit.enabled)
+        warnings = await self._drifted(targets)
         already = {u.name for u in targets if u.state in ACTIVE}
         await self.units.start([u.name for u in targets if u.name not in already], "start command")
-        return {u.name: "already running" if u.name in already else u.state.value for u in targets}
+        return {**{u.name: "already running" if u.name in already else u.state.value for u in targets}, **warnings}
 
-    async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False) -> dict[str, str]:
+    async def _drifted(self, targets: list[UnitSupervisor]) -> dict[str, list[str]]:
+        """What start and restart say of units whose file changed or no longer loads (they run what was loaded)."""
+        found = await asyncio.to_thread(drifted, [u.spec for u in targets], self.root)
+        for line in found:
+            log.warning("unit_file_drift", detail=line)
+        return {"warnings": found} if found else {}
+
+    async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False,
+                         deadline: float | None = None) -> dict[str, str]:
         targets = self._targets(names, lambda u: True)
-        await self.units.stop([u.name for u in targets], why, checkpoint=not now)
+        await self.units.stop([u.name for u in targets], why, checkpoint=not now, deadline=deadline)
         return {u.name: u.state.value for u in targets}
 
     async def restart_units(self, names: list[str] | None, now: bool = False) -> dict[str, str]:
+        if self.stopping:
+            raise ControlError("the daemon is stopping: no unit restarts")
         targets = self._targets(names, lambda u: u.state is not UnitState.INACTIVE or u.spec.unit.enabled)
+        warnings = await self._drifted(targets)
         await self.units.restart([u.name for u in targets], now)
-        return {u.name: u.state.value for u in targets}
+        return {**{u.name: u.state.value for u in targets}, **warnings}
 
     async def reload(self) -> dict[str, Any]:
         specs = await self._load_specs()
@@ -378,14 +412,34 @@ class Arbiter:
         elif now:  # a graceful shutdown is under way: --now cuts its checkpoints short
             await self.stop_units(None, why="daemon shutdown (now)", now=True)
         await asyncio.shield(self._shutdown)
-        return {"stopped": True}
+        return {"stopped": True, "units": {u.name: {"state": u.state.value, "reason": u.reason}
+                                           for u in self.units.values()}}
+
+    def stop_seconds(self) -> tuple[float, str]:
+        """The daemon's one stop budget, in seconds, and where it comes from (for status and the stop)."""
+        try:
+            limit = stop_limit(self.settings.service_stop_timeout, os.environ, "the daemon's environment")
+        except ValueError:
+            limit = None
+        return shutdown_seconds(stop_budget(self.units.specs, self.default_stop_timeout), limit)
 
     async def _stop_everything(self, now: bool) -> None:
         self._notifier.stopping()
-        log.info("daemon_stopping")
+        seconds, source = self.stop_seconds()
+        log.info("daemon_stopping", budget=round(seconds, 1), source=source)
         await self.plans.close()  # runs stop acting (their state stays: the next daemon resumes them)
         self.units.stopping_all = True
-        await self.stop_units(None, why="daemon shutdown", now=now)
+        deadline = self.clock() + seconds
+        stop = asyncio.ensure_future(self.stop_units(None, why="daemon shutdown", now=now, deadline=deadline))
+        # each checkpoint's own deadline leaves STOP_RESERVE and its stop_timeout: only one that overran it is cut
+        reserve = max((u.stop_timeout for u in self.units.values()), default=0.0)
+        if seconds > reserve + STOP_RESERVE:  # (else no checkpoint fits: the units stop at once by themselves)
+            done, _ = await asyncio.wait({stop}, timeout=seconds - reserve)
+            if not done:  # the units' own caps should have held: cut whatever still checkpoints
+                log.warning("stop_budget_spent", budget=round(seconds, 1), units=[
+                    u.name for u in self.units.values() if u.state not in (UnitState.INACTIVE, UnitState.FAILED)])
+                await self.stop_units(None, why="daemon shutdown (the stop budget is spent)", now=True)
+        await stop
         if self.confinement is not None:
             await self.confinement.shutdown(self.settings.stop_timeout)
         self._agents.remove()

@@ -23,6 +23,7 @@ from .. import __version__
 from ..control.framing import ControlError
 from ..control.access import ANYONE, Own
 from ..control.server import Command
+from ..session.pty import open_sessions
 from .lifecycle import UnitState
 from .unit import UnitSupervisor
 
@@ -44,6 +45,7 @@ class Daemon(Protocol):
     async def shutdown(self, now: bool = ...) -> dict[str, Any]: ...
     async def status(self, names: list[str] | None, stats: bool = ...) -> dict[str, Any]: ...
     async def broadcast(self, text: str, origin: str | None) -> dict[str, Any]: ...
+    def stop_seconds(self) -> tuple[float, str]: ...  # the daemon's one stop budget and its source
 
 
 def unit_of(daemon: Daemon, name: Any) -> UnitSupervisor:
@@ -192,6 +194,8 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "since_turn_end": (round(unit.clock() - driver.watcher.ended_at, 1)
                            if driver and driver.watcher.ended_at is not None else None),
         "activity": unit.activity,
+        "activity_left": round(max(0.0, unit.activity_until - unit.clock()), 1) if unit.activity_until else None,
+        "activity_bound": round(unit.activity_bound, 1) if unit.activity_bound is not None else None,
         "wakeup": unit.wakeup_state if driver else None,
         "queued_sends": len(unit.talk.sends),
         "last_checkpoint": cycle_summary(unit.last_cycle),
@@ -214,7 +218,7 @@ def _checkpoint_limits(unit: UnitSupervisor) -> dict[str, Any] | None:
     cp = unit.spec.checkpoint
     if not cp.enabled:
         return None
-    return {"deadline": cp.deadline, "grace": cp.grace, "on_stop": cp.on_stop}
+    return {"deadline": cp.deadline, "grace": cp.grace, "on_stop": cp.on_stop, "stop_timeout": unit.stop_timeout}
 
 
 def _sandbox(unit: UnitSupervisor) -> dict[str, Any] | None:
@@ -236,7 +240,9 @@ def status(daemon: Daemon, units: list[UnitSupervisor], scheduler: Any) -> dict[
     return {
         "daemon": {"pid": os.getpid(), "version": __version__, "uptime": round(time.time() - daemon.started_wall, 1),
                    "project_root": str(settings.project_root), "units_dir": str(settings.units_path),
-                   **(daemon.confinement.status() if daemon.confinement is not None else {})},
+                   **(daemon.confinement.status() if daemon.confinement is not None else {}),
+                   "stop_budget": dict(zip(("seconds", "source"), daemon.stop_seconds())),
+                   "open_sessions": open_sessions()},
         "units": rows,
         "errors": [str(e) for e in daemon.load_errors],
     }

@@ -48,8 +48,11 @@ class Speaker(Protocol):
     adapter: Any
     activity: str | None
     wakeup_state: str | None
+
+    def set_activity(self, text: str | None, until: float | None = ...) -> None: ...
     context: ContextFigure | None
     last_cycle: dict[str, Any] | None
+    last_wakeup: Wakeup | None
 
     @property
     def busy(self) -> bool: ...
@@ -68,6 +71,7 @@ class Conversation:
         self.person_input_at = 0.0
         self.delivery: asyncio.Task[str] | None = None  # typing the wakeup as the first message
         self.own_compaction: tuple[str, int] | None = None  # (session, turns ended) at the agent's own compaction
+        self.wakeup_turn: tuple[str, int] | None = None  # (session, the count of turns ended once it answers its wakeup)
 
     # ------------------------------------------------------------------ the wakeup as the first message
     @property
@@ -81,11 +85,18 @@ class Conversation:
     async def _deliver(self, driver: Driver, text: str, wake: Wakeup) -> str:
         unit = self.unit
 
-        def activity(text: str | None) -> None:
-            if unit.driver is driver:
-                unit.activity = text
+        timeout = unit.spec.checkpoint.ready_timeout
+        ends = {cycle.WAKEUP_WAIT: unit.rt.clock() + timeout}
 
-        state = await cycle.deliver_wakeup(driver, text, unit.spec.checkpoint.ready_timeout, unit.rt.clock, activity)
+        def activity(text: str | None) -> None:  # each wait of the delivery, with when it ends
+            if text == "typing the wakeup":  # the turn the wakeup starts: its session's first (a storm's test)
+                self.wakeup_turn = (driver.session_id, driver.turns_ended + 1)
+            if text == cycle.WAKEUP_ANSWER:
+                ends[text] = unit.rt.clock() + timeout
+            if unit.driver is driver:
+                unit.set_activity(text, ends.get(text.split(":")[0]) if text else None)
+
+        state = await cycle.deliver_wakeup(driver, text, timeout, unit.rt.clock, activity)
         if unit.driver is driver:
             unit.wakeup_state = state
         log.info("wakeup_delivered" if state.startswith("delivered") else "wakeup_not_delivered", unit=unit.name,
@@ -200,6 +211,14 @@ class Conversation:
         if not driver.idle or driver.turns_ended < turns or ended_at is None or self.sends:
             return None
         return now - ended_at
+
+    def first_turn(self, driver: Driver) -> bool:
+        """The session has a wakeup and has not ended a turn past the one that answers it."""
+        if self.unit.last_wakeup is None:
+            return False
+        turn = self.wakeup_turn
+        last = turn[1] if turn is not None and turn[0] == driver.session_id else 1  # a wakeup in argv: the first
+        return driver.turns_ended <= last
 
     def thaw(self) -> None:
         """A freeze is being acted on: forget the compaction it came from."""

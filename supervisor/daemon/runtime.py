@@ -29,6 +29,7 @@ class Runtime(Protocol):
     clock: Callable[[], float]
     root: Any  # the project root (Path)
     default_stop_timeout: float
+    stopping: bool  # the daemon is stopping: nothing starts or respawns
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
     def call_later(self, delay: float, unit: Any) -> asyncio.TimerHandle: ...

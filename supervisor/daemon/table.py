@@ -4,6 +4,11 @@ Starting, stopping and restarting a group of units follows the dependencies
 (:mod:`supervisor.daemon.ordering`): requirements are pulled in and started
 first, ``after`` orders, stops go dependents first, and a requirement that
 stops or fails stops the units that require it, with the reason.
+
+A stop wins over a start planned before it: a start plan goes unit by unit
+(each waits for the one before), so a unit stopped meanwhile is skipped.  A
+stop with a deadline gives each layer of dependents the room the layers after
+it need to end their agents.
 """
 
 from __future__ import annotations
@@ -63,8 +68,13 @@ class UnitTable(Mapping[str, UnitSupervisor]):
     async def start(self, names: list[str], why: str, reason: StartReason = StartReason.START) -> None:
         """Start ``names`` and what they require, in order; a unit whose requirement is down is not started."""
         asked = set(names)
-        for name in start_plan(names, self.specs):
+        plan = start_plan(names, self.specs)
+        stops = {name: self._units[name].stops for name in plan}
+        for name in plan:
             unit = self._units[name]
+            if unit.stops != stops[name] or self.stopping_all:
+                log.info("start_skipped", unit=name, why=why, reason="stopped after this start was asked")
+                continue
             if unit.busy and unit.state is UnitState.STOPPING:
                 await asyncio.wait({unit.op})  # type: ignore[arg-type]
             if unit.state in ACTIVE:
@@ -90,16 +100,20 @@ class UnitTable(Mapping[str, UnitSupervisor]):
         return requirements(name, self.specs)
 
     # ------------------------------------------------------------------ stop
-    async def stop(self, names: list[str], why: str, checkpoint: bool = True) -> None:
-        """Stop ``names`` and the units that require them: dependents first, layer by layer."""
+    async def stop(self, names: list[str], why: str, checkpoint: bool = True, deadline: float | None = None) -> None:
+        """Stop ``names`` and the units that require them: dependents first, layer by layer (``deadline``:
+        the clock time the whole stop must be done by)."""
         specs = self.specs
         wanted = set(names)
         for name in names:
             wanted |= {d for d in dependents(name, specs) if self._units[d].state in LIVE or d in self._pending}
         for name in wanted:
             self._pending.pop(name, None)  # stopped: no longer waiting to start
-        for layer in stop_layers(wanted, specs):
-            await asyncio.gather(*(self._units[n].stop(why if n in names else self._because(n, names), checkpoint)
+        layers = stop_layers(wanted, specs)
+        for i, layer in enumerate(layers):
+            after = sum(max(self._units[n].stop_timeout for n in later) for later in layers[i + 1:] if later)
+            await asyncio.gather(*(self._units[n].stop(why if n in names else self._because(n, names), checkpoint,
+                                                       None if deadline is None else deadline - after)
                                    for n in layer))
 
     def _because(self, name: str, stopped: list[str]) -> str:
@@ -117,7 +131,7 @@ class UnitTable(Mapping[str, UnitSupervisor]):
                 why, reason = self._pending.pop(name)
                 self._spawn(self.start([name], why, reason))
             return
-        if unit.state not in (UnitState.INACTIVE, UnitState.FAILED):
+        if unit.state not in (UnitState.INACTIVE, UnitState.FAILED, UnitState.ERROR):
             return
         detail = f": {unit.reason}" if unit.reason else ""
         for name in waiting:

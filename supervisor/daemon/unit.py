@@ -11,10 +11,21 @@ start, stop, restart, checkpoint, reset-failed (commands); :meth:`reap` (the age
 exited; on SIGCHLD and each tick); :meth:`timer_fired` (backoff over, usage limit
 reset); its :class:`~supervisor.daemon.watch.SessionWatch` each second; what is typed
 and what hooks report: its :class:`~supervisor.daemon.conversation.Conversation`.
+Its helpers, one idea each, see it through small views: its exits and timers
+(:mod:`.exits`), its stop (:mod:`.stopping`), its continuity cycle (:mod:`.cycling`),
+the work kept when a session ends otherwise (:mod:`.keeping`).
 
 It depends on the daemon only through :class:`Runtime`, so the tests replay events into it
 with fakes.  Long operations (a start, the cycle, a stop) run as one task at a time (``op``);
 whatever ends them, even an unexpected error, leaves the unit in a named state a command can leave.
+
+Events arrive in any order (thirty crash-looping units stopped at once interleave every
+one of them), so each reaction first checks that the event still concerns the unit's
+state: an exit reaped while an operation starts the session is left to that operation,
+an exit or a backoff timer after a stop won is stale (logged, ignored).  A stop asked is
+remembered (:attr:`UnitSupervisor.down`) until a start: nothing restarts or respawns the
+unit meanwhile.  Whatever handling the unit still raises ends in the ``error`` state
+(:meth:`UnitSupervisor.fault`), never in the end of the daemon.
 
 Words: a unit is *started* and *stopped* (its state changes); a session is
 *ended* (its whole process tree, :meth:`Driver.end`), *reaped* (its exit
@@ -24,7 +35,6 @@ status collected) and *closed* (its PTY and transcript).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -32,14 +42,17 @@ import structlog
 
 from ..adapters.base import Adapter, ContextFigure
 from ..continuity import cycle
-from ..continuity.policy import After, Trigger, checkpoint_prompt
-from ..continuity.records import CycleRecord, SessionRecord, StartReason
+from ..continuity.policy import After, Trigger
+from ..continuity.records import SessionRecord, StartReason
 from ..continuity.wakeup import Wakeup, unit_wakeup
-from ..schedule import UsageLimit, usage_limit
+from ..schedule import UsageLimit
 from ..session.process import ExitInfo
 from .conversation import Conversation
+from .cycling import UnitCycle
+from .exits import UnitExits
 from .keeping import WorkKeeping
 from .runtime import Runtime, outcome
+from .stopping import Stopping
 from .watch import SessionWatch
 from .lifecycle import GiveUp, Restart, RestartConfig, RestartTracker, StayDown, UnitState, check_transition
 
@@ -49,7 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("agentd")
 
-STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING})
+STARTABLE = frozenset({UnitState.INACTIVE, UnitState.FAILED, UnitState.BACKOFF, UnitState.WAITING, UnitState.ERROR})
 ACTIVE = frozenset({UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING})
 
 
@@ -69,22 +82,28 @@ class UnitSupervisor:
         self.last_session: str | None = None
         self.next_start_at: float | None = None  # wall clock, for status
         self.op: asyncio.Task[Any] | None = None  # the start, cycle or stop in progress
+        self.op_what: str | None = None  # which: "start", "stop", "checkpoint (...)", "usage limit"
+        self.down: str | None = None  # why a stop was asked: nothing restarts or respawns it until a start
+        self.stops = 0  # stops asked so far (a start planned before one of them does not run)
         self.wakeup_state: str | None = None
         self.last_wakeup: Wakeup | None = None
         self.activity: str | None = None  # what agentd waits for, for status
+        self.activity_until: float | None = None  # the clock time that wait ends at the latest
+        self.activity_bound: float | None = None  # that wait's whole length, in seconds
         self.context: ContextFigure | None = None
         self.last_cycle: dict[str, Any] | None = None
         self.checkpoint_marker: dict[str, Any] | None = None
         self.failure: str | None = None  # why the adapter says the session cannot go on
         self.violations = 0
         self.stats: tuple[float, int] = (0.0, 0)
-        self._timer: asyncio.TimerHandle | None = None
-        self._exit_seen = False
+        self.exit_seen = False  # the current session's exit was collected and reacted to
         self._changed = asyncio.Event()
         self.talk = Conversation(self)
         self.watch = SessionWatch(self)
         self.keeping = WorkKeeping(self)  # the trail and the uncommitted work of a session that ended
-        self._start_reason = StartReason.START
+        self.exits = UnitExits(self)  # its exits and its timers
+        self.stopping = Stopping(self)
+        self.cycles = UnitCycle(self)  # the continuity cycle, with this unit as its Host
 
     # ------------------------------------------------------------------ basics
     @property
@@ -112,14 +131,14 @@ class UnitSupervisor:
         """New settings from a reload (the unit is stopped)."""
         self.spec, self.adapter = spec, adapter
         self.tracker = RestartTracker(RestartConfig.of(spec.restart))
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.set_state(UnitState.INACTIVE, "changed by reload")
 
     def set_state(self, new: UnitState, reason: str | None = None, **fields: Any) -> None:
         old = self.state
         check_transition(old, new)
         self.state = new
-        if new in (UnitState.FAILED, UnitState.BACKOFF, UnitState.INACTIVE, UnitState.WAITING):
+        if new in (UnitState.FAILED, UnitState.BACKOFF, UnitState.INACTIVE, UnitState.WAITING, UnitState.ERROR):
             self.reason = reason
         elif new in (UnitState.STARTING, UnitState.RUNNING):
             self.reason = None
@@ -128,11 +147,12 @@ class UnitSupervisor:
                  pid=self.driver.pid if self.driver else None, **fields)
         self.bump()
 
-    def set_activity(self, text: str | None) -> None:
-        self.activity = text
-
-    async def pause(self, seconds: float) -> None:
-        await self.rt.sleep(seconds)
+    def set_activity(self, text: str | None, until: float | None = None) -> None:
+        """What agentd waits for now (status), and the clock time the wait ends at the latest."""
+        until = until if text is not None else None
+        if until != self.activity_until:  # a new wait: its whole length is what "up to N s" says
+            self.activity_bound = None if until is None else max(0.0, until - self.rt.clock())
+        self.activity, self.activity_until = text, until
 
     def bump(self) -> None:
         """Something about this unit changed: wake whoever waits on it."""
@@ -152,8 +172,12 @@ class UnitSupervisor:
                 return predicate()
         return True
 
-    def _run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+    def run_op(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run an operation as the unit's one op; an unexpected error never wedges the unit."""
+        if self.busy:  # two operations at once would each drive the state (and one session would leak)
+            coro.close()
+            raise RuntimeError(f"{what}: the operation {self.op_what!r} is still running")
+
         async def guarded() -> Any:
             try:
                 return await coro
@@ -162,49 +186,111 @@ class UnitSupervisor:
             except Exception as exc:  # noqa: BLE001 - leave a named state, with the reason
                 log.error("operation_failed", unit=self.name, operation=what, error=f"{type(exc).__name__}: {exc}",
                           exc_info=exc)
-                await self._recover(f"{what} failed: {type(exc).__name__}: {exc}")
+                try:
+                    await self._recover(f"{what} failed: {type(exc).__name__}: {exc}")
+                except Exception as again:  # noqa: BLE001 - the recovery itself failed: the error state
+                    self.fault(again, f"recovering from a failed {what}")
                 return None
-        self.op = self.rt.spawn(guarded())
+        self.op, self.op_what = self.rt.spawn(guarded()), what
+        self.op.add_done_callback(lambda _t: coro.close())  # cancelled before it began: never awaited
         return self.op
+
+    def guarded(self, during: str, react: Callable[[], Any]) -> None:
+        """Hand an event to this unit (the arbiter does); what it raises is the unit's error, never the daemon's end."""
+        try:
+            react()
+        except Exception as exc:  # noqa: BLE001 - a bug handling one unit: named on that unit
+            try:
+                self.fault(exc, during)
+            except Exception as again:  # noqa: BLE001 - even naming it failed: logged, the loop goes on
+                log.error("unit_fault_failed", unit=self.name, error=f"{type(again).__name__}: {again}", exc_info=again)
+
+    def fault(self, exc: BaseException, during: str) -> None:
+        """agentd failed while handling this unit (a bug): log it with the unit, end its session in the
+        background, and name the ``error`` state.  The daemon and the other units go on."""
+        log.error("unit_error", unit=self.name, during=during, state=self.state.value,
+                  error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+        self.cancel_timer()
+        if self.busy and self.op is not asyncio.current_task():
+            self.op.cancel()  # type: ignore[union-attr]
+        self.abandoned()
+        driver, self.driver = self.driver, None
+        self.exit_seen = True
+        if self.state is not UnitState.ERROR:
+            self.set_state(UnitState.ERROR, f"agentd error while {during}: {type(exc).__name__}: {exc} "
+                           "(see agentd.log); `agentd start` or `agentd stop` leaves it")
+        if driver is not None:
+            self.rt.spawn(self._end_lost(driver))
+
+    async def _end_lost(self, driver: Driver) -> None:
+        """End and close a session the unit no longer holds (after :meth:`fault`)."""
+        try:
+            await driver.end(self.stop_timeout, graceful=False)
+        finally:
+            driver.close()
+
+    def abandoned(self) -> None:
+        """An operation was cancelled (``--now``) or failed: forget what it was waiting for."""
+        self.checkpoint_marker = None
+        self.set_activity(None)
+        self.talk.cancel_delivery()
 
     async def _recover(self, why: str) -> None:
         """After an unexpected error: end the session and let the restart policy decide."""
         self.checkpoint_marker = None
-        self.activity = None
+        self.set_activity(None)
         if self.driver is not None:
             await self._end_session(graceful=False)
         if self.state is UnitState.CHECKPOINTING:
             self.set_state(UnitState.RESPAWNING, why)  # a failed cycle still ends in a fresh session
         if self.state in (UnitState.STARTING, UnitState.RESPAWNING, UnitState.RUNNING):
-            self._apply(self.tracker.on_spawn_error(why, self.rt.clock()), why)
+            self.apply(self.tracker.on_spawn_error(why, self.rt.clock()), why)
         elif self.state is UnitState.STOPPING:
             self.set_state(UnitState.INACTIVE, why)
 
     # ------------------------------------------------------------------ start
     def start(self, why: str, reason: StartReason = StartReason.START) -> asyncio.Task[Any] | None:
-        """inactive/failed/backoff/waiting -> starting; the session starts in the unit's op."""
-        if self.state not in STARTABLE:
+        """A start asked for (a command, a requirement, a schedule, reset-failed): a stop asked before
+        is forgotten.  inactive/failed/backoff/waiting/error -> starting; the session starts in the op."""
+        if self.rt.stopping:
+            log.info("start_refused", unit=self.name, why=why, reason="the daemon is stopping")
             return None
-        self._cancel_timer()
-        if self.state in (UnitState.INACTIVE, UnitState.FAILED):
+        if self.state not in STARTABLE or self.busy:
+            return None
+        self.down = None
+        return self._start(why, reason)
+
+    def restart_after(self, why: str, reason: StartReason) -> asyncio.Task[Any]:
+        """A start of the unit's own (after its backoff or a usage limit): no stop is asked (see exits)."""
+        return self._start(why, reason)
+
+    def _start(self, why: str, reason: StartReason) -> asyncio.Task[Any]:
+        self.cancel_timer()
+        if self.state in (UnitState.INACTIVE, UnitState.FAILED, UnitState.ERROR):
             self.watch.run_began(self.rt.clock())
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.tracker.reset()
         self.set_state(UnitState.STARTING, why)
         self.tracker.record_start(self.rt.clock())
-        self._start_reason = reason
-        return self._run(self._start_op(why), "start")
+        return self.run_op(self._start_op(why, reason), "start")
 
-    async def _start_op(self, why: str) -> None:
-        problem = await self._fresh_session(why)
+    async def _start_op(self, why: str, reason: StartReason) -> None:
+        problem = await self.fresh_session(why, reason)
         if problem is not None:
             log.error("spawn_failed", unit=self.name, error=problem)
-            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
+            self.apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not start: {problem}")
             return
-        assert self.driver is not None
-        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
+        self.hand_over(why)
 
-    async def _fresh_session(self, why: str) -> str | None:
+    def hand_over(self, why: str) -> Driver:
+        """The fresh session is the unit's: running; an exit the reaper saw meanwhile is reacted to now."""
+        driver = self.driver
+        assert driver is not None
+        self.set_state(UnitState.RUNNING, why, argv=driver.argv)
+        self.reap()
+        return driver
+
+    async def fresh_session(self, why: str, reason: StartReason) -> str | None:
         """Build the wakeup, launch a session, begin delivering the wakeup; the problem, or None."""
         wake: Wakeup | None = None
         await self.keeping.settled()  # the session before this one is kept first: its wakeup shows it
@@ -220,7 +306,7 @@ class UnitSupervisor:
         except Exception as exc:  # noqa: BLE001 - SpawnError, or any I/O error: a named reason, never a wedge
             return str(exc) or type(exc).__name__
         previous, previous_exit = self.last_session, self.last_exit
-        self.driver, self._exit_seen = driver, False
+        self.driver, self.exit_seen = driver, False
         self.last_session = driver.session_id
         self.context = self.failure = None
         self.last_wakeup = wake
@@ -234,7 +320,6 @@ class UnitSupervisor:
             self.wakeup_state = f"delivered via {driver.launched.wakeup_via}"
             log.info("wakeup_delivered", unit=self.name, session=driver.session_id, via=driver.launched.wakeup_via,
                      tokens=wake.tokens)
-        reason, self._start_reason = self._start_reason, StartReason.START
         recall = (await cycle.recall(self.rt.keeper(self.spec, driver.env), driver)  # a cycle records its own
                   if previous and wake and reason is not StartReason.CYCLE else None)
         self.rt.record_session(SessionRecord(
@@ -249,72 +334,21 @@ class UnitSupervisor:
         """Wait for the wakeup delivery in progress (if any); the delivery state."""
         return await self.talk.delivered()
 
-    # ------------------------------------------------------------------ exits
+    # ------------------------------------------------------------------ exits (daemon/exits.py)
     def reap(self) -> None:
         """Collect the session's exit if the agent is gone, and react (SIGCHLD, each tick)."""
-        driver = self.driver
-        if driver is None or self._exit_seen:
-            return
-        exit = driver.reap()
-        if exit is None:
-            return
-        self._exit_seen = True
-        self.last_exit = exit
-        log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
-                 exit=exit.describe(), uptime=round(driver.uptime, 3))
-        if self.state in (UnitState.STOPPING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
-            self.bump()  # the operation in progress finishes the job
-            return
-        uptime = driver.uptime
-        limit = usage_limit(driver.tail(3000))
-        self.keeping.after_exit(driver, f"agent exited: {exit.describe()}")
-        self._session_exited()
-        if limit is not None:
-            self._wait_usage_limit(limit)
-            return
-        failure, self.failure = self.failure, None
-        self._apply(self.tracker.on_exit(exit, uptime, self.rt.clock()), failure)
-
-    def _session_exited(self) -> None:
-        """The leader is gone: close, and end whatever it left behind."""
-        driver = self.driver
-        if driver is None:
-            return
-        self.talk.cancel_delivery()
-        driver.close()
-        self.driver = None
-        self.bump()
-        if driver.leftovers():
-            self.rt.spawn(driver.end_leftovers(self.stop_timeout))
-
-    def _apply(self, decision: Restart | GiveUp | StayDown, why: str | None) -> None:
-        """Apply the restart policy's decision after an exit or a failed start."""
-        if isinstance(decision, Restart):
-            self.next_start_at = time.time() + decision.delay
-            self.set_state(UnitState.BACKOFF, why or f"{self.last_exit.describe() if self.last_exit else 'failed'};"
-                           f" restarting in {decision.delay:g}s", delay=decision.delay)
-            self._timer = self.rt.call_later(decision.delay, self)
-        elif isinstance(decision, GiveUp):
-            self.set_state(UnitState.FAILED, f"{why}; {decision.reason}" if why else decision.reason)
-            self.rt.gave_up(self)
-        else:
-            self.set_state(UnitState.INACTIVE, f"{why}; {decision.reason}" if why else decision.reason)
-            self.rt.gave_up(self)
+        self.exits.reap()
 
     def timer_fired(self) -> None:
         """The backoff delay is over, or the usage limit has reset."""
-        self._timer = None
-        if self.state is UnitState.BACKOFF:
-            self.restarts += 1
-            self.start("restart after backoff", StartReason.CRASH)
-        elif self.state is UnitState.WAITING:
-            self.start("resume after usage limit", StartReason.LIMIT_RESET)
+        self.exits.timer_fired()
 
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.next_start_at = None
+    def apply(self, decision: Restart | GiveUp | StayDown, why: str | None) -> None:
+        """Apply the restart policy's decision after an exit or a failed start."""
+        self.exits.apply(decision, why)
+
+    def cancel_timer(self) -> None:
+        self.exits.cancel_timer()
 
     # ------------------------------------------------------------------ ending
     async def end_session(self) -> None:
@@ -331,67 +365,47 @@ class UnitSupervisor:
             log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
             self.last_exit = driver.exit
-            if not self._exit_seen:  # ended here before the reaper saw it: log the exit all the same
+            if not self.exit_seen:  # ended here before the reaper saw it: log the exit all the same
                 log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
                          exit=driver.exit.describe(), uptime=round(driver.uptime, 3))
         driver.close()
         if self.driver is driver:
             self.driver = None
-        self._exit_seen = True
+        self.exit_seen = True
         self.bump()
 
     def stopped(self, why: str) -> None:
+        self.set_activity(None)
         self.set_state(UnitState.INACTIVE, why, exit=self.last_exit.describe() if self.last_exit else None)
 
-    async def stop(self, why: str, checkpoint: bool = True) -> None:
-        """A commanded stop; returns when the whole tree is gone.  ``checkpoint=False`` is ``--now``:
-        an operation in progress (even a checkpoint waiting for its deadline) is cancelled."""
-        self.talk.sends.clear()
-        if self.busy:
-            assert self.op is not None
-            if not checkpoint:
-                self.op.cancel()
-                await asyncio.wait({self.op})
-                self._abandoned()
-            else:
-                was = self.state
-                await asyncio.wait({self.op})
-                if was is UnitState.STOPPING:
-                    return
-                checkpoint = checkpoint and was is not UnitState.CHECKPOINTING  # it just checkpointed
-        if self.state in (UnitState.BACKOFF, UnitState.WAITING):
-            self._cancel_timer()
-            self.set_state(UnitState.INACTIVE, why)
-            return
-        if self.state not in (UnitState.RUNNING, UnitState.STARTING, UnitState.CHECKPOINTING, UnitState.RESPAWNING):
-            return
-        if (checkpoint and self.state is UnitState.RUNNING and self.driver is not None
-                and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await outcome(self._cycle(Trigger.STOP, After.STOP, why=why))
-            if self.state not in (UnitState.INACTIVE, UnitState.FAILED):  # the agent died before the cycle began
-                await self.stop(why, checkpoint=False)
-            return
-        await outcome(self._run(self._stop_at_once(why), "stop"))
+    async def stop(self, why: str, checkpoint: bool = True, deadline: float | None = None) -> None:
+        """A commanded stop; returns when the whole tree is gone (see :class:`Stopping`).
+        ``checkpoint=False`` is ``--now``; ``deadline``: the clock time the stop must be done by."""
+        await self.stopping.stop(why, checkpoint, deadline)
 
-    def _abandoned(self) -> None:
-        """An operation was cancelled (``--now``): forget what it was waiting for."""
-        self.checkpoint_marker = None
-        self.activity = None
-        self.talk.cancel_delivery()
+    async def stop_at_once(self, why: str) -> None:
+        """Stopping now (synchronously, so an exit reaped meanwhile is this stop's), then end the session
+        (also when a cycle cut short while it ended its session left the unit stopping)."""
+        if self.state is not UnitState.STOPPING:
+            self.set_state(UnitState.STOPPING, why)
+        await outcome(self.run_op(self._end_and_stop(why), "stop"))
 
-    async def _stop_at_once(self, why: str) -> None:
-        self.set_state(UnitState.STOPPING, why)
+    async def _end_and_stop(self, why: str) -> None:
         driver = self.driver
         await self._end_session(graceful=False)
         await self.keeping.ended(driver, why)
         self.stopped(why)
+
+    def cycle_for_stop(self, why: str, deadline: float) -> asyncio.Task[Any]:
+        """The checkpoint of a graceful stop (``deadline``: seconds, within the stop's budget)."""
+        return self.cycles.for_stop(why, deadline)
 
     async def restart(self, now: bool = False) -> None:
         if self.busy and not now:
             await asyncio.wait({self.op})  # type: ignore[arg-type]
         if (not now and self.state is UnitState.RUNNING and self.driver is not None
                 and self.spec.checkpoint.enabled and self.spec.checkpoint.on_stop):
-            await outcome(self._cycle(Trigger.RESTART, After.RESPAWN))
+            await outcome(self.cycles.begin(Trigger.RESTART, After.RESPAWN))
             return
         await self.stop("restart command", checkpoint=False)
         if self.state in (UnitState.INACTIVE, UnitState.FAILED):
@@ -401,7 +415,7 @@ class UnitSupervisor:
                 await outcome(task)
 
     def reset_failed(self) -> None:
-        if self.state is UnitState.FAILED:
+        if self.state in (UnitState.FAILED, UnitState.ERROR):
             self.tracker.reset()
             self.set_state(UnitState.INACTIVE, "reset-failed")
             if self.spec.unit.enabled:
@@ -409,9 +423,12 @@ class UnitSupervisor:
 
     # ------------------------------------------------------------------ the cycle
     def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = False, deadline: float | None = None) -> None:
-        """Start a cycle now if the unit runs and nothing else is in progress."""
-        if self.state is UnitState.RUNNING and self.driver is not None and not self.busy:
-            self._cycle(trigger, interrupt=interrupt, deadline=deadline)
+        """Start a cycle now if the unit runs, nothing else is in progress and no stop was asked."""
+        self.cycles.now(trigger, interrupt=interrupt, deadline=deadline)
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """``agentd checkpoint UNIT``: a cycle now; its record."""
+        return await self.cycles.command()
 
     def end_failed(self, reason: str) -> None:
         """The session cannot go on: end it; the reaper then applies the restart policy with ``reason``."""
@@ -421,78 +438,4 @@ class UnitSupervisor:
 
     def limit_hit(self, limit: UsageLimit) -> None:
         """A usage limit: end the session, wait until it resets, resume from the wakeup."""
-        self._run(self.end_for_usage_limit(limit), "usage limit")
-
-    def _cycle(self, trigger: Trigger, after: After = After.RESPAWN, *, interrupt: bool = False,
-               deadline: float | None = None, why: str | None = None) -> asyncio.Task[Any]:
-        assert self.driver is not None
-        prompt = checkpoint_prompt(self.spec) if self.spec.agent.types_own_text else None
-        plan = cycle.Plan(trigger, prompt, after, interrupt,
-                          deadline or self.spec.checkpoint.deadline, self.spec.checkpoint.grace, why)
-        return self._run(self._cycle_op(self.driver, plan), f"checkpoint ({trigger.value})")
-
-    async def _cycle_op(self, driver: Driver, plan: cycle.Plan) -> CycleRecord:
-        if self.state is not UnitState.RUNNING or self.driver is not driver:  # reaped before this op ran
-            log.info("checkpoint_not_run", unit=self.name, trigger=plan.trigger.value, state=self.state.value)
-            return CycleRecord(self.name, plan.trigger.value, driver.session_id, flush="skipped",
-                               outcome="not run: the session ended before the checkpoint began")
-        log.info("checkpoint_due", unit=self.name, trigger=plan.trigger.value,
-                 context=self.context.as_dict() if self.context else None)
-        try:
-            record = await cycle.run(self, driver, self.rt.memory(self.spec.module, driver.env), plan, unit=self.name,
-                                     keeper=self.rt.keeper(self.spec, driver.env))
-        finally:
-            self.activity = None
-            self.checkpoint_marker = None
-        self.last_cycle = record.as_dict()
-        self.rt.record_cycle(record)
-        return record
-
-    async def mark(self, marker: dict[str, Any] | None) -> None:
-        """The checkpoint in progress (persisted, so a crashed daemon's successor can finish it)."""
-        if marker is not None and self.driver is not None:
-            marker = {**marker, "transcript": self.driver.transcript_path}
-        self.checkpoint_marker = marker
-        await self.rt.persist()
-
-    async def respawn(self, why: str) -> tuple[Driver | None, str | None, int | None]:
-        """The cycle's fresh session: (driver, None, wakeup tokens), or (None, problem, None) after
-        applying the restart policy."""
-        self._start_reason = StartReason.CYCLE
-        problem = await self._fresh_session(why)
-        if problem is not None:
-            self._apply(self.tracker.on_spawn_error(problem, self.rt.clock()), f"could not respawn: {problem}")
-            return None, problem, None
-        self.restarts += 1
-        assert self.driver is not None
-        self.set_state(UnitState.RUNNING, why, argv=self.driver.argv)
-        return self.driver, None, self.last_wakeup.tokens if self.last_wakeup else None
-
-    async def checkpoint(self) -> dict[str, Any]:
-        """``agentd checkpoint UNIT``: a cycle now; its record."""
-        if self.busy:
-            raise ValueError(f"unit {self.name!r} is {self.state.value}: an operation is already running "
-                             f"({self.activity or 'starting'})")
-        if self.state is not UnitState.RUNNING or self.driver is None:
-            raise ValueError(f"unit {self.name!r} is {self.state.value}, not running: nothing to checkpoint")
-        record = await outcome(self._cycle(Trigger.COMMAND))
-        return record.as_dict() if record is not None else {"outcome": "failed", "unit": self.name}
-
-    async def end_for_usage_limit(self, limit: UsageLimit) -> None:
-        log.warning("usage_limit", unit=self.name, line=limit.line,
-                    reset_at=limit.reset_at.isoformat() if limit.reset_at else None)
-        self.set_state(UnitState.STOPPING, f"usage limit: {limit.line}")
-        driver = self.driver
-        await self._end_session(graceful=True)
-        await self.keeping.ended(driver, f"usage limit: {limit.line}", usage_limit=True)
-        self._wait_usage_limit(limit)
-
-    def _wait_usage_limit(self, limit: UsageLimit) -> None:
-        """Wait (state waiting) until the limit resets, then resume with a fresh session and the wakeup."""
-        now = time.time()
-        reset = limit.reset_at.timestamp() if limit.reset_at else now + self.spec.schedule.usage_limit_wait
-        delay = max(1.0, reset - now)
-        self.next_start_at = now + delay
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now + delay))
-        self.set_state(UnitState.WAITING, f"usage limit hit ({limit.line}); resuming at {when}")
-        self._timer = self.rt.call_later(delay, self)
+        self.run_op(self.exits.end_for_usage_limit(limit), "usage limit")

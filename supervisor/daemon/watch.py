@@ -9,12 +9,20 @@ next queued message.  The unit carries it out.
 
 It also names a frozen session (:class:`~supervisor.continuity.policy.Freeze`):
 a blocking screen or approval prompt, a context stuck above the hard limit,
-an agent idle after its own compaction, a checkpoint long past its deadline.
+an agent idle after its own compaction, a checkpoint long past its deadline,
+a stopped (SIGSTOP) process.
 The freeze is shown in ``status`` (:attr:`SessionWatch.frozen`), written once
 to history, and acted on as the unit's ``[freeze]`` says: ``restart`` (the
-cycle, or a restart for an overdue checkpoint) or ``notify`` (named only).  A
-blocking screen the unit lets agentd answer (``[codex] trust = "accept"``)
+cycle, or a restart for an overdue checkpoint or a stopped process) or ``notify``
+(named only).  A blocking screen the unit lets agentd answer (``[codex] trust = "accept"``)
 is answered instead.
+
+Two freezes of the cycle itself are backed off instead (a restart is what repeats
+them): a **cycle storm** (a fresh session due for a checkpoint within its first turn
+after the wakeup: each cycle would only start another) and **notes that cannot be
+written** (the checkpoint kept the session).  Threshold cycles are then held back
+for :func:`~supervisor.continuity.policy.hold` seconds, doubled each time it happens
+again in a row, and status says what to change.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from ..continuity.policy import Checkpoint, EndSession, Freeze, Frozen, Seen, StopUnit, Trigger, TypeQueued, overdue, watch
+from ..continuity.policy import (Checkpoint, EndSession, Freeze, Frozen, Seen, StopUnit, Trigger, TypeQueued, hold,
+                                 overdue, watch)
 from ..continuity.records import CycleRecord
 from ..schedule import UsageScanner
 from .lifecycle import UnitState
@@ -75,6 +84,11 @@ class SessionWatch:
         self._blocked: tuple[str, float] | None = None  # (screen kind, first seen)
         self._above_since: float | None = None
         self._checkpoint_since: float | None = None
+        self._stopped_since: float | None = None
+        self.storms = 0  # cycle storms in a row (a session that got past its first turn ends the run)
+        self.unwritable = 0  # checkpoints in a row whose notes could not be written
+        self.held_until: float | None = None  # threshold cycles are held back until then (clock)
+        self._storm_session: str | None = None  # the session whose storm was named
 
     def run_began(self, now: float) -> None:
         self.run_started_at = now
@@ -87,8 +101,10 @@ class SessionWatch:
     def _new_session(self, session: str | None) -> None:
         if session != self._session:
             self._session = session
+            self.unwritable = 0  # a checkpoint that cannot write its notes keeps its session
             self.frozen = None
-            self._blocked = self._above_since = None
+            self._blocked = self._above_since = self._stopped_since = None
+            self.held_until = None
 
     def tick(self) -> None:
         unit = self.unit
@@ -117,7 +133,7 @@ class SessionWatch:
                     driver.failure(), bool(unit.talk.sends) and unit.talk.may_type(),
                     **self._freeze_facts(driver, now))
         action = watch(unit.spec, seen)
-        if not isinstance(action, Frozen):
+        if not isinstance(action, Frozen) and not seen.held:
             self.frozen = None
         if isinstance(action, StopUnit):
             log.info("max_runtime_reached", unit=unit.name, max_runtime=unit.spec.schedule.max_runtime)
@@ -132,8 +148,29 @@ class SessionWatch:
             unit.checkpoint_now(action.trigger, interrupt=action.interrupt, deadline=action.deadline)
         elif isinstance(action, TypeQueued):
             unit.rt.spawn(unit.talk.type(unit.talk.sends.popleft()))
+        elif isinstance(action, Frozen) and action.freeze is Freeze.CYCLE_STORM:
+            self.storms += 1
+            self._storm_session = driver.session_id
+            self._back_off(action, driver.session_id, self.storms, now)
         elif isinstance(action, Frozen):
             self._freeze(action, driver.session_id)
+
+    def memory_unwritable(self, detail: str) -> None:
+        """A checkpoint could not write its notes and kept the session: name it, hold cycles back."""
+        driver = self.unit.driver
+        if driver is None:
+            return
+        self.unwritable += 1
+        self._back_off(Frozen(Freeze.MEMORY_UNWRITABLE, detail, restart=False), driver.session_id, self.unwritable,
+                       self.unit.rt.clock(), record=False)
+
+    def _back_off(self, action: Frozen, session: str, times: int, now: float, record: bool = True) -> None:
+        """Name a freeze of the cycle itself and hold threshold cycles back (longer each time in a row)."""
+        seconds = hold(times)
+        self.held_until = now + seconds
+        self.frozen = None  # named anew, with this backoff
+        self._freeze(Frozen(action.freeze, f"{action.detail}; backing off {seconds:g}s (#{times} in a row)",
+                            restart=False), session, act=f"back off {seconds:g}s", record=record)
 
     def _freeze_facts(self, driver: Driver, now: float) -> dict[str, Any]:
         """What :class:`Seen` needs to tell a frozen session: a blocking screen (answered here when
@@ -158,24 +195,37 @@ class SessionWatch:
         else:
             self._above_since = None
         facts["idle_after_compaction"] = unit.talk.idle_after_compaction(now)
+        if driver.process_stopped():
+            self._stopped_since = self._stopped_since or now
+            facts["stopped_for"] = now - self._stopped_since
+        else:
+            self._stopped_since = None
+        wakeup = unit.talk.unit.last_wakeup
+        first_turn = unit.talk.first_turn(driver)
+        if not first_turn and wakeup is not None:
+            self.storms = 0  # this session got past its first turn: the storm (if any) is over
+        facts.update(first_turn=first_turn, storm_named=self._storm_session == driver.session_id,
+                     held=self.held_until is not None and now < self.held_until,
+                     wakeup_tokens=wakeup.tokens if wakeup is not None else None)
         return facts
 
-    def _freeze(self, action: Frozen, session: str | None) -> None:
+    def _freeze(self, action: Frozen, session: str | None, act: str | None = None, record: bool = True) -> None:
         """Name the freeze (status; history and the log once), then act as the unit says."""
         unit = self.unit
         if self.frozen is not None and self.frozen["state"] == action.freeze.value:
             return  # already named and acted on
-        act = "restart" if action.restart else "notify"
+        act = act or ("restart" if action.restart else "notify")
         self.frozen = {"state": action.freeze.value, "detail": action.detail, "action": act,
                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         log.warning("frozen", unit=unit.name, session=session, freeze=action.freeze.value, detail=action.detail, action=act)
-        record = CycleRecord(unit=unit.name, trigger=f"freeze: {action.freeze.value}", old_session=session,
-                             new_session=session, flush="skipped",
-                             outcome="restarting" if action.restart else "notified", notes=[action.detail])
-        unit.rt.record_cycle(record)
+        if record:
+            unit.rt.record_cycle(CycleRecord(
+                unit=unit.name, trigger=f"freeze: {action.freeze.value}", old_session=session, new_session=session,
+                flush="skipped", outcome="restarting" if action.restart else act if act.startswith("back off")
+                else "notified", notes=[action.detail]))
         if not action.restart:
             return
-        if action.freeze is Freeze.CHECKPOINT_OVERDUE:
+        if action.freeze in (Freeze.CHECKPOINT_OVERDUE, Freeze.STOPPED_PROCESS):
             unit.rt.spawn(unit.restart(now=True))
         else:
             unit.talk.thaw()

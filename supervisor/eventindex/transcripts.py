@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,14 +72,23 @@ def marks_path(text_path: Path) -> Path:
 
 
 class Marks:
-    """The marks of each transcript (``SESSION.marks.jsonl``), read incrementally and appended to."""
+    """The marks of each transcript (``SESSION.marks.jsonl``), read incrementally and appended to.
+
+    The :data:`KEPT` transcripts used last keep their reader (a crash-looping unit makes a new
+    transcript per restart: one reader each, never dropped, grew the daemon without bound); one
+    used again after that is read again from its start."""
+
+    KEPT = 256
 
     def __init__(self) -> None:
-        self._tails: dict[Path, tuple[JsonlTail, list[tuple[int, float]]]] = {}
+        self._tails: OrderedDict[Path, tuple[JsonlTail, list[tuple[int, float]]]] = OrderedDict()
 
     def get(self, text_path: Path) -> list[tuple[int, float]]:
         path = marks_path(text_path)
         tail, marks = self._tails.setdefault(path, (JsonlTail(path), []))
+        self._tails.move_to_end(path)
+        while len(self._tails) > self.KEPT:
+            self._tails.popitem(last=False)
         for line in tail.lines():
             try:
                 item = json.loads(line)

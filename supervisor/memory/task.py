@@ -47,10 +47,12 @@ def heading(module: str | None) -> str:
 
 
 def parse_task(text: str) -> TaskInfo:
-    """Split a task file into the task body and the state line."""
+    """Split a task file into the task body and the state line (the last one: the file ends with it, and
+    a line in the task that only looks like it, written before such text was refused, never wins)."""
     state = ""
-    m = _STATE_RE.search(text)
-    if m:
+    found = list(_STATE_RE.finditer(text))
+    if found:
+        m = found[-1]
         state = m.group(1).strip()
         text = text[: m.start()] + text[m.end() :]
     lines = [ln for ln in text.splitlines() if not _HEADING_RE.fullmatch(ln.strip())]
@@ -69,16 +71,33 @@ def effective_task(paths: AgentPaths, module: str | None) -> TaskInfo:
     return read_task(paths, None)
 
 
+#: Control characters a task may not hold (tab and newline may): they would reach the file and the wakeup raw.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_task(text: str) -> str:
+    """A task's text as it is stored: line ends as ``\\n`` (a CR alone ends a line too), no other control
+    character.  Raises ValueError for a line that would read as the state line (it would stand in for the
+    agent's real state in the wakeup)."""
+    text = _CONTROL_RE.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+    for n, line in enumerate(text.splitlines(), 1):
+        if _STATE_RE.fullmatch(line):
+            raise ValueError(f"line {n} of the task reads as its {STATE_PREFIX!r} line ({line.strip()[:60]!r}): "
+                             "that line is the agent's, set with `agentd task-state`; reword the task")
+    return text
+
+
 def update_task_state(
     paths: AgentPaths, state: str, task: str | None = None, *, module: str | None = None
 ) -> TaskInfo:
     """Set the "State at interruption" line of ``module``'s task (None: global), optionally the task too; atomic."""
     module = validate_module(module)
-    state = " ".join(state.split())
+    state = " ".join(_CONTROL_RE.sub(" ", state).split())
     if not state:
         raise ValueError("the state at interruption is empty: say where the work stopped and what comes next")
+    body = clean_task(task) if task is not None else None
     with store_lock(paths):
         current = read_task(paths, module)
-        body = task.strip() if task is not None else (current.body or PLACEHOLDER_TASK)
+        body = body if body is not None else (current.body or PLACEHOLDER_TASK)
         atomic_write(paths.task(module), f"{heading(module)}\n\n{body}\n\n{STATE_PREFIX} {state}\n")
     return TaskInfo(body=body, state=state)

@@ -207,3 +207,14 @@ async def end_processes(
         signal_processes(survivors, signal.SIGKILL)
         await wait_gone(survivors, KILL_WAIT, clock=clock)
     return survivors
+
+
+def is_stopped(pid: int) -> bool:
+    """``pid`` is stopped (SIGSTOP, a tracer: ``T`` or ``t`` in ``/proc/PID/stat``); False when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    end = stat.rfind(b")")  # "pid (comm) state ...": comm may hold ")"
+    return stat[end + 2:end + 3] in (b"T", b"t")

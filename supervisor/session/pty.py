@@ -28,6 +28,7 @@ import os
 import secrets
 import signal
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -36,7 +37,8 @@ import pexpect
 import psutil
 import ptyprocess
 
-from .process import ExitInfo, ProcessRecord, descendants, kill_group, live_tree, record_of, signal_processes
+from .process import (ExitInfo, ProcessRecord, descendants, is_stopped, kill_group, live_tree, record_of,
+                      signal_processes)
 from .parking import parking_of, slow_stream
 from .transcript import Transcript
 
@@ -45,6 +47,17 @@ READ_SIZE = 65536
 READ_CAP = 262144
 #: A read shorter than this emptied the PTY (a full one hands over ~4 KiB): the batch ends there.
 SHORT_READ = 2048
+#: Bytes of what was typed into the agent that a session remembers (a wakeup is a few KiB).
+TYPED_KEEP = 65536
+
+
+#: Sessions whose PTY is open (spawned, not yet closed): what ``status`` counts, so a leak shows.
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+def open_sessions() -> int:
+    """How many sessions of this process still hold their PTY master."""
+    return len(_OPEN)
 
 
 class SpawnError(Exception):
@@ -149,6 +162,7 @@ class Session:
         self._listeners: list[Callable[[bytes], None]] = []
         self._output_listeners: list[Callable[[bytes], None]] = []
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
+        self._typed = bytearray()  # the last TYPED_KEEP bytes typed into the agent (its echo is not its output)
 
     # -- start ------------------------------------------------------------------
     def spawn(self, child_steps: Sequence[ChildStep] = ()) -> None:
@@ -199,6 +213,7 @@ class Session:
         except psutil.NoSuchProcess:  # already gone; the reaper will see it
             self.create_time = 0.0
         self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
+        _OPEN.add(self)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading the PTY on ``loop``."""
@@ -342,7 +357,15 @@ class Session:
         if self._fd < 0 or self.exit is not None:
             raise SessionEnded("the session is not running")
         self._outbuf += data
+        self._typed += data
+        del self._typed[:-TYPED_KEEP]
         self._flush_input()
+
+    def typed(self, text: str) -> bool:
+        """``text`` (a line of output) is part of what was typed into the agent lately (a wakeup, a message):
+        the terminal echoes it back, so a "Permission denied" line in it is the last session's, or a person's,
+        never this agent's."""
+        return bool(text) and text.encode() in self._typed
 
     def _flush_input(self) -> None:
         while self._outbuf:
@@ -396,6 +419,10 @@ class Session:
 
     def alive_tree(self) -> list[psutil.Process]:
         return live_tree(self.tree.values())
+
+    def stopped(self) -> bool:
+        """True while the leader is stopped (SIGSTOP, a tracer)."""
+        return bool(self.pid) and self.exit is None and is_stopped(self.pid)
 
     def stats(self) -> tuple[float, int]:
         """CPU seconds (user+system) and RSS bytes of the whole live tree."""
@@ -455,6 +482,7 @@ class Session:
                 self._child.closed = True
             else:
                 os.close(fd)
+        _OPEN.discard(self)
         self._output(self.transcript.flush())
         self.transcript.close()
 

@@ -24,7 +24,8 @@ from prometheus_client.registry import Collector
 from ..continuity.records import history_path
 
 #: Every state a unit can be in (``agentd_unit_state`` has one series per state, 1 for the current one).
-STATES = ("inactive", "starting", "running", "stopping", "backoff", "failed", "checkpointing", "respawning", "waiting")
+STATES = ("inactive", "starting", "running", "stopping", "backoff", "failed", "checkpointing", "respawning", "waiting",
+          "error")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 

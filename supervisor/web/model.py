@@ -93,7 +93,7 @@ def display(row: dict[str, Any]) -> Display:
         reason = row.get("reason") or ""
         return Display.WAITING if sched.get("start") or reason.startswith("not started: requires") else Display.STOPPED
     return {"starting": Display.STARTING, "waiting": Display.WAITING, "backoff": Display.BACKOFF,
-            "stopping": Display.STOPPING, "failed": Display.FAILED}.get(state or "", Display.STOPPED)
+            "stopping": Display.STOPPING, "failed": Display.FAILED, "error": Display.FAILED}.get(state or "", Display.STOPPED)
 
 
 def waiting_for(row: dict[str, Any], shown: Display) -> str | None:
@@ -114,8 +114,8 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
     found: list[dict[str, str]] = []
     state, turn = row.get("state"), row.get("turn")
     ctx = row.get("context") or {}
-    if state == "failed":
-        found.append({"kind": Alarm.FAILED.value, "text": f"failed: {row.get('reason') or 'no reason recorded'}"})
+    if state in ("failed", "error"):
+        found.append({"kind": Alarm.FAILED.value, "text": f"{state}: {row.get('reason') or 'no reason recorded'}"})
     ratio = ctx.get("ratio")
     if state == "running" and ratio is not None and ratio >= facts.hard_limit:
         found.append({"kind": Alarm.FROZEN.value,

@@ -50,3 +50,45 @@ def test_check_and_reload_refuse_special_unit_files_at_once(project: Project) ->
     assert row["state"] == "running" and row["pid"] == pid
     assert len(project.status()["errors"]) == len(expected)
     final_checks(project, ["steady", "linked"])
+
+
+# ------------------------------------------------------------------ issue 31 §5
+def test_check_refuses_a_requirement_that_does_not_exist_and_what_requires_it(project: Project) -> None:
+    """Before: `check` said ok (rc 0) and `reload` then left the unit inactive for good."""
+    from supervisor.config.check import load_project_units
+
+    project.fake_unit("api")
+    project.fake_unit("web", unit='requires = ["apii"]')
+    project.fake_unit("front", unit='requires = ["web"]')
+    check = project.agentd("check", check=False, timeout=60)
+    assert check.returncode == 1, check.stdout
+    web = next(ln for ln in check.stdout.splitlines() if "web.toml" in ln)
+    assert web.startswith("error") and "requires 'apii', which does not exist" in web and "did you mean 'api'" in web
+    front = next(ln for ln in check.stdout.splitlines() if "front.toml" in ln)
+    assert front.startswith("error") and "requires 'web', which is refused" in front
+    assert "ok     api" in check.stdout
+    specs, errors = load_project_units(project.root / "units", project.root)
+    assert set(specs) == {"api"} and len(errors) == 2  # start and reload refuse exactly the same
+    only, _ = load_project_units(project.root / "units", project.root, {"web"})
+    assert set(only) == {"web"}  # under run-unit the service manager runs what it requires
+
+
+def test_start_and_restart_say_when_a_unit_runs_its_last_good_definition(project: Project) -> None:
+    """Before: an invalid unit file did not stop start/restart from running the old spec, and nothing said so."""
+    unit = project.fake_unit("steady")
+    project.agentd("start")
+    project.wait_state("steady", "running")
+    good = unit.read_text()
+    unit.write_text(good + "[[[ not toml\n")
+    restart = project.agentd("restart", "--now", "steady", timeout=60)
+    assert "warning: steady: steady.toml does not load now (not valid TOML" in restart.stderr, restart.stderr
+    assert "runs its last good definition" in restart.stderr and "agentd reload" in restart.stderr
+    project.agentd("stop", "--now", "steady")
+    start = project.agentd("start", "steady", timeout=60)
+    assert "warning: steady: steady.toml does not load now" in start.stderr, start.stderr
+    unit.write_text(good.replace("stop_timeout = 3", "stop_timeout = 4"))
+    changed = project.agentd("restart", "--now", "steady", timeout=60)
+    assert "warning: steady: steady.toml changed since it was loaded" in changed.stderr, changed.stderr
+    unit.write_text(good)
+    assert "warning" not in project.agentd("restart", "--now", "steady", timeout=60).stderr
+    final_checks(project, ["steady"])
