@@ -132,7 +132,7 @@ def test_exit_info_describes_codes_and_signals() -> None:
 
 def test_state_names_are_the_words_status_and_history_show() -> None:
     assert [s.value for s in UnitState] == ["inactive", "starting", "running", "stopping", "backoff", "failed",
-                                            "checkpointing", "respawning", "waiting"]
+                                            "checkpointing", "respawning", "waiting", "error"]
     assert UnitState("backoff") is UnitState.BACKOFF and UnitState.RUNNING == "running"
 
 
