@@ -7,15 +7,19 @@ import random
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from supervisor.eventindex import EventIndex, EventKind, IndexUnavailable, default_db
+from supervisor.config.units import load_units
+from supervisor.eventindex import EventIndex, EventKind, IndexUnavailable, Reading, UnitReadings, default_db
+from supervisor.eventindex.index import TAIL_QUIET
 from supervisor.eventindex.indexer import EventIndexer
-from supervisor.eventindex.transcripts import TURN_CAP, marks_path
-from supervisor.eventindex.turns import Timeline, grams, marker_for, session_start, split
+from supervisor.eventindex.shaping import TAIL_CHARS, TURN_CAP
+from supervisor.eventindex.transcripts import marks_path
+from supervisor.eventindex.turns import MAX_CHARS, Timeline, grams, marker_for, session_start, split
 from supervisor.memory import append_note, init_store, record_decision
 from supervisor.session.fence import Fence, FenceSpec
 from supervisor.session.transcript import read_clean_at
@@ -177,21 +181,149 @@ def test_a_transcript_growing_while_indexed_gives_the_rebuilt_index(proj: Path) 
     assert marks_path(path).is_file()
 
 
-def test_a_flood_turn_is_indexed_up_to_its_cap_and_its_last_part(proj: Path) -> None:
+def test_a_flood_turn_is_indexed_as_its_head_and_tail(proj: Path) -> None:
     lines = [f"flood line {i:07d} {'x' * 60}\n" for i in range(40_000)]  # about 3 MB in one turn
+    lines[2] = "the needle-at-the-start\n"
     lines[20_000] = "the needle-in-the-middle\n"
     lines[-1] = "the needle-at-the-end\n"
     transcript(proj).write_text("fake> cat big.log\n" + "".join(lines) + "fake> ")
     with index(proj) as ix:
         while ix.update(budget=1 << 20).more:
             pass
-        assert ix.search(["flood line 0000001"])
+        assert [h.at for h in ix.search(["needle-at-the-start"])] == [0]  # the head: from the prompt line
+        assert ix.search(["needle-in-the-middle"]) == []
+        [tail] = ix.search(["needle-at-the-end"])
+        indexed = sum(len(r[3].encode()) for r in rows(ix))
+        assert indexed <= MAX_CHARS + TAIL_CHARS + len("fake> ") < 3 * 4000  # not 3 MB
+        middle = transcript(proj).read_bytes().index(b"the needle-in-the-middle")
+        assert read_clean_at(transcript(proj), middle, 1) == ["the needle-in-the-middle"]  # still in the file
+        assert read_clean_at(transcript(proj), tail.at, 1)[0].startswith("flood line")  # the tail starts a line
+        assert transcript(proj).stat().st_size - tail.at <= TAIL_CHARS + 100
+
+
+def test_a_unit_with_full_text_keeps_every_part_up_to_the_cap(proj: Path) -> None:
+    lines = [f"flood line {i:07d} {'x' * 60}\n" for i in range(40_000)]
+    lines[2000] = "the needle-in-the-head-cap\n"
+    lines[20_000] = "the needle-in-the-middle\n"
+    lines[-1] = "the needle-at-the-end\n"
+    transcript(proj).write_text("fake> cat big.log\n" + "".join(lines) + "fake> ")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=lambda unit: Reading(FAKE, full=True)) as ix:
+        while ix.update(budget=1 << 20).more:
+            pass
+        assert ix.search(["needle-in-the-head-cap"])  # 150 KB in: inside the cap
         assert ix.search(["needle-in-the-middle"]) == []
         assert ix.search(["needle-at-the-end"])
         indexed = sum(len(r[3].encode()) for r in rows(ix))
         assert TURN_CAP <= indexed < TURN_CAP + 3 * 4000 * 4
-        middle = transcript(proj).read_bytes().index(b"the needle-in-the-middle")
-        assert read_clean_at(transcript(proj), middle, 1) == ["the needle-in-the-middle"]
+
+
+def test_a_run_of_repeated_lines_is_kept_once(proj: Path) -> None:
+    transcript(proj).write_text("fake> pip install\n" + "Downloading wheel_cache_7 ...\n" * 100 + "done\nfake> ")
+    with index(proj) as ix:
+        ix.update()
+        assert len(ix.search(["wheel_cache_7"])) == 1
+        assert rows(ix)[0][3] == "fake> pip install\nDownloading wheel_cache_7 ... [×100]\ndone\n"
+    long = "fake> pip install\n" + "Downloading wheel_cache_8 ...\n" * 1000 + "done\nfake> "
+    transcript(proj, session="20261201T110000-bbbbbb").write_text(long)
+    with index(proj) as ix:
+        ix.update()
+        head, tail, _prompt = (r[3] for r in rows(ix) if "bbbbbb" in r[0])  # a long turn: its head and its tail, each collapsed
+        assert head == "fake> pip install\nDownloading wheel_cache_8 ... [×132]\n"
+        assert tail.startswith("Downloading wheel_cache_8 ... [×") and tail.endswith("]\ndone\n")
+
+
+def test_the_wakeup_typed_at_the_prompt_is_not_indexed_again(proj: Path) -> None:
+    """Issue 26: each session's wakeup echoed on the screen was a hit of its own for every decision in it."""
+    record_decision(proj, "use zstd_codec_choice for caches", "because it is fast, so we use it", module="core")
+    from supervisor.continuity.wakeup import build_wakeup
+
+    briefing = build_wakeup(proj, "core").text
+    assert "zstd_codec_choice" in briefing
+    for n, session in enumerate(("20261201T100000-aaaaaa", "20261201T110000-bbbbbb")):
+        answer = f"working on: the cache\nReading src/cache_layer_9.py, part {n}\n"
+        transcript(proj, session=session).write_text("banner\nfake> " + briefing + "\n" + answer + "fake> ")
+    with index(proj) as ix:
+        ix.update()
+        assert [h.kind for h in ix.search(["zstd_codec_choice"])] == [EventKind.DECISION]
+        hits = ix.search(["cache_layer_9"])  # what the agent did after its wakeup is indexed
+        assert len(hits) == 2 and all(h.kind is EventKind.TURN for h in hits)
+        assert hits[0].text.count("Wakeup briefing") <= 1
+        assert len(ix.search(["wakeup briefing"])) == 2  # the wakeup's first line stays: one per session
+
+
+def test_a_transcript_with_long_turns_grown_a_step_at_a_time_gives_the_rebuilt_index(proj: Path) -> None:
+    """Heads, tails, repeated lines, wakeups and CJK, cut anywhere while they grow: the same events as at once."""
+    rng = random.Random(26)
+    turns = []
+    for i in range(120):
+        kind = rng.random()
+        if kind < 0.1:
+            body = "# Wakeup briefing: module core\n\n## Current task\nfix it\n\n## Warnings\n(none)\n\nworking\n"
+        elif kind < 0.4:
+            body = "".join(f"log {i}.{j} {'编码' if j % 7 == 0 else 'abc'} {'z' * rng.randint(0, 300)}\n"
+                           for j in range(rng.randint(50, 400)))
+        elif kind < 0.5:
+            body = "same line again\n" * rng.randint(2, 500) + f"end {i}\n"
+        else:
+            body = "".join(f"line {i}.{j} ünï\n" for j in range(rng.randint(0, 20)))
+        turns.append(f"fake> task {i} 任务{i}\n" + body)
+    text = "".join(turns).encode()
+    path = transcript(proj)
+    path.write_bytes(b"")
+    with index(proj) as ix:
+        done = 0
+        while done < len(text):
+            step = rng.randint(1, 40_000)
+            with open(path, "ab") as fh:
+                fh.write(text[done:done + step])
+            done += step
+            ix.update(budget=rng.choice([None, 1, 100_000]))
+        while ix.update(budget=1).more:
+            pass
+        grown = rows(ix)
+        assert len({r[1] for r in grown}) == len(grown)
+        assert sum(len(r[3]) for r in grown) < len(text) / 3  # heads and tails, not everything
+        ix.reindex()
+        assert rows(ix) == grown
+
+
+def test_the_daemon_leaves_a_growing_tail_for_later(proj: Path) -> None:
+    """``live``: the tail of a long turn still growing is indexed again only once its transcript is quiet."""
+    path = transcript(proj)
+    path.write_text("fake> build\n" + "".join(f"compile unit {i}\n" for i in range(2000)) + "first_tail_mark\n")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=lambda unit: FAKE, live=True) as ix:
+        ix.update()
+        assert ix.search(["first_tail_mark"])  # the first look indexes the tail
+        with open(path, "a") as fh:
+            fh.write("".join(f"link unit {i}\n" for i in range(500)) + "second_tail_mark\n")
+        ix.update()
+        assert ix.search(["second_tail_mark"]) == [] and ix.search(["first_tail_mark"]) == []
+        assert ix.search(["compile unit 1"])  # the head stays
+        quiet = time.time() - TAIL_QUIET - 1
+        os.utime(path, (quiet, quiet))
+        ix.update()  # unchanged since, but its tail is due: read again
+        assert ix.search(["second_tail_mark"])
+        grown = rows(ix)
+    with index(proj) as fresh:
+        fresh.reindex()
+        assert rows(fresh) == grown
+
+
+def test_a_unit_file_chooses_full_text_and_a_bad_choice_names_the_key(proj: Path) -> None:
+    units = proj / "units"
+    units.mkdir()
+    (units / "full.toml").write_text('[agent]\ncommand = ["true"]\nprompt = "fake> $"\nindex = "full"\n')
+    (units / "plain.toml").write_text('[agent]\ncommand = ["true"]\nkind = "codex"\n')
+    (units / "bad.toml").write_text('[agent]\ncommand = ["true"]\nindex = "everything"\n')
+    readings = UnitReadings(units)
+    assert readings("full").full and readings("full").marker.line_starts("x\nfake> y\n") == [2]
+    assert not readings("plain").full and readings("plain").kind == "codex"
+    assert not readings("bad").full  # a broken unit file: the default reading
+    _, errors = load_units(units)
+    assert [str(e) for e in errors] == [f'{units / "bad.toml"}: [agent] index: must be "summary" (the event index '
+                                        "keeps what the agent did and said: its messages, commands and their exit "
+                                        "codes, the head and tail of each turn or tool output) or \"full\" (every "
+                                        "byte the agent printed, a larger and slower index)"]
 
 
 def test_memory_files_changed_rewritten_or_removed_are_followed(proj: Path) -> None:

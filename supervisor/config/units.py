@@ -11,7 +11,8 @@ Files named ``*.example.toml`` are examples and are skipped.
 Sections::
 
     [unit]        description, enabled, after, requires
-    [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols
+    [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols,
+                  index (summary|full: what the event index keeps of the output), prompt, ...
     [scope]       module, paths (globs), forbid (globs), shared (globs), on_violation,
                   fence (auto|on|off), writable (paths)
     [resources]   memory_max, cpu_weight (cgroup limits, where available)
@@ -81,6 +82,10 @@ class UnitSection(_Section):
     requires: tuple[str, ...] = ()
 
 
+#: ``[agent] index``: what the event index keeps of a unit's output (docs/memory.md, the event layer).
+INDEX_CHOICES = ("summary", "full")
+
+
 class AgentSection(_Section):
     kind: Literal["generic", "codex", "claude"] = "generic"
     command: tuple[str, ...] = Field(min_length=1)
@@ -99,6 +104,8 @@ class AgentSection(_Section):
         default=None, description='how the wakeup reaches the agent (default: "first-message"; "file" for a shell)')
     talks_to: Literal["agent", "shell"] = Field(
         default="agent", description='"shell" for a shell or REPL: agentd types nothing of its own into it')
+    index: str = Field(default="summary", description='what the event index (recall --events) keeps of the '
+                       'output: "summary" (what the agent did and said) or "full" (every byte)')
 
     @property
     def wakeup_route(self) -> str:
@@ -118,6 +125,15 @@ class AgentSection(_Section):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _index_choice(cls, value: Any) -> Any:
+        if value not in INDEX_CHOICES:
+            raise ValueError('must be "summary" (the event index keeps what the agent did and said: its '
+                             'messages, commands and their exit codes, the head and tail of each turn or tool '
+                             'output) or "full" (every byte the agent printed, a larger and slower index)')
         return value
 
     @field_validator("command", mode="before")
@@ -281,7 +297,7 @@ class UnitSpec(_Section):
 
     def fingerprint(self) -> str:
         """A digest of everything that, when changed, needs the agent restarted."""
-        data = self.model_dump_json(exclude={"path": True, "unit": {"description"}})
+        data = self.model_dump_json(exclude={"path": True, "unit": {"description"}, "agent": {"index"}})
         return hashlib.sha256(data.encode()).hexdigest()[:16]
 
     def workdir_path(self, project_root: Path) -> Path:

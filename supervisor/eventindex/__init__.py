@@ -17,7 +17,7 @@ a bounded step at a time), :mod:`.index` (SQLite FTS5: update, search),
 
 from .index import DEFAULT_HALF_LIFE_DAYS, EventIndex, IndexUnavailable, UpdateResult, default_db
 from .search import EventHit
-from .sources import EventKind, UnitMarkers
+from .sources import EventKind, Reading, UnitReadings
 
-__all__ = ["DEFAULT_HALF_LIFE_DAYS", "EventHit", "EventIndex", "EventKind", "IndexUnavailable", "UnitMarkers",
+__all__ = ["DEFAULT_HALF_LIFE_DAYS", "EventHit", "EventIndex", "EventKind", "IndexUnavailable", "Reading", "UnitReadings",
            "UpdateResult", "default_db"]

@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from .index import EventIndex, default_db
-from .sources import UnitMarkers
+from .sources import UnitReadings
 
 log = structlog.get_logger("agentd.events")
 
@@ -86,7 +86,7 @@ class EventIndexer:
             more = False
             try:
                 if index is None:
-                    index = EventIndex(self.db, self.root, self.state_dir, markers=UnitMarkers(self.units_dir),
+                    index = EventIndex(self.db, self.root, self.state_dir, markers=UnitReadings(self.units_dir), live=True,
                                        busy_timeout=1.0)
                 more = index.update(self.budget).more
             except Exception as exc:  # noqa: BLE001 - the index is a cache: log, retry at the next pass

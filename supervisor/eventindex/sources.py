@@ -204,19 +204,37 @@ def _iso_time(value: Any) -> float:
     return 0.0
 
 
-class UnitMarkers:
-    """The prompt-line regex of each unit's transcripts (:func:`.turns.marker_for`), from its unit file.
+@dataclass(frozen=True)
+class Reading:
+    """How one unit's transcripts are read: its prompt lines, and whether every byte is indexed.
+
+    ``full``: the unit's ``[agent] index = "full"`` (else what the agent did and said, see :mod:`.shaping`).
+    """
+
+    marker: Marker
+    full: bool = False
+    kind: str = "generic"
+
+
+def reading_of(value: Reading | Marker) -> Reading:
+    """A :class:`Reading` (a bare :class:`~.turns.Marker` is read the default way)."""
+    return value if isinstance(value, Reading) else Reading(value)
+
+
+class UnitReadings:
+    """Each unit's :class:`Reading` (its prompt-line regex, :func:`.turns.marker_for`, and its ``index``), from
+    its unit file.
 
     Read again when the unit file changes; a unit without a (loadable) file
-    gets the default mark.  Used from one thread at a time.
+    gets the default mark and the default reading.  Used from one thread at a time.
     """
 
     def __init__(self, units_dir: Path | None, load: Callable[[Path, str], Any] | None = None) -> None:
         self.units_dir = units_dir
         self._load = load
-        self._cache: dict[str, tuple[float, Marker]] = {}
+        self._cache: dict[str, tuple[float, Reading]] = {}
 
-    def __call__(self, unit: str) -> Marker:
+    def __call__(self, unit: str) -> Reading:
         path = self.units_dir / f"{unit}.toml" if self.units_dir is not None else None
         try:
             stamp = os.stat(path).st_mtime if path is not None else -1.0
@@ -225,16 +243,16 @@ class UnitMarkers:
         have = self._cache.get(unit)
         if have is not None and have[0] == stamp:
             return have[1]
-        kind, prompt = "generic", None
+        kind, prompt, full = "generic", None, False
         if stamp >= 0 and self.units_dir is not None:
             try:
                 spec = self._loader()(self.units_dir, unit)
-                kind, prompt = spec.agent.kind, spec.agent.prompt
+                kind, prompt, full = spec.agent.kind, spec.agent.prompt, spec.agent.index == "full"
             except Exception:  # noqa: BLE001 - a broken unit file: the default mark
                 pass
-        marker = marker_for(kind, prompt)
-        self._cache[unit] = (stamp, marker)
-        return marker
+        reading = Reading(marker_for(kind, prompt), full, kind)
+        self._cache[unit] = (stamp, reading)
+        return reading
 
     def _loader(self) -> Callable[[Path, str], Any]:
         if self._load is None:
@@ -242,4 +260,3 @@ class UnitMarkers:
 
             self._load = load_unit
         return self._load
-
