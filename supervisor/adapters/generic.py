@@ -197,12 +197,12 @@ class GenericAdapter(Adapter):
 
     def blocked(self, session: Session) -> Blocked | None:
         """A trust, login or approval screen on the rendered screen, once output went quiet (supervisor.adapters.screens)."""
-        from .screens import QUIET, find_block
+        from .screens import QUIET, screen_block
 
         session_id, watcher = getattr(self, "_watching", (None, None))
         if watcher is None or session_id != session.session_id or watcher.clock() - watcher.last_output_at < QUIET:
             return None
-        kind = find_block("generic", watcher.screen.text())
+        kind = screen_block("generic", watcher.screen)
         return Blocked(kind, f"the agent shows a {kind.value} screen: answer it in `agentd attach`") if kind else None
 
     def trail(self, session: Session) -> Trail | None:
