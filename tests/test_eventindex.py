@@ -419,16 +419,17 @@ def test_a_reader_that_may_not_write_the_state_directory_still_searches(proj: Pa
         assert out.stdout.splitlines() == ["fenced", "['fake> fenced_word here']"], out.stderr
 
 
-def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -> None:
+def test_the_indexer_thread_follows_a_growing_transcript_backs_off_and_stops(proj: Path) -> None:
     (proj / "units").mkdir()
     (proj / "units" / "demo.toml").write_text('[agent]\ncommand = ["true"]\nprompt = "fake> $"\n')
     path = transcript(proj)
     path.write_text("fake> first_marker\n")
-    indexer = EventIndexer(proj, state(proj), proj / "units", interval=0.05)
+    indexer = EventIndexer(proj, state(proj), proj / "units", interval=0.05, idle_max=0.4)
     indexer.start()
     try:
         reader = EventIndex(default_db(state(proj)), proj, state(proj))
         wait_until(lambda: reader.search(["first_marker"]), 60, what="the first turn indexed")  # nice 19: slow when busy
+        wait_until(lambda: indexer.pause == 0.4, 60, what="the indexer backing off while nothing changes")
         with open(path, "a") as fh:
             fh.write("ok\nfake> second_marker\n")
         hit = wait_until(lambda: reader.search(["second_marker"]), 60, what="the appended turn indexed")
