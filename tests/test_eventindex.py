@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sqlite3
@@ -438,6 +439,126 @@ def test_the_indexer_thread_follows_a_growing_transcript_backs_off_and_stops(pro
     finally:
         indexer.stop()
     assert not indexer.alive
+
+
+# -- Codex and Claude Code: their own record ---------------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def linked_record(proj: Path, kind: str, data: bytes, unit: str = "agent") -> Path:
+    """A session of a ``kind`` unit whose record holds ``data`` (its TUI transcript holds only redraws)."""
+    from supervisor.trail.records import write_link
+
+    (proj / "units").mkdir(exist_ok=True)
+    (proj / "units" / f"{unit}.toml").write_text(f'[agent]\nkind = "{kind}"\ncommand = ["{kind}"]\n'
+                                                  '[agent.env]\nVENDOR_TOKEN = "hunter2-vendor-secret"\n')
+    text = transcript(proj, unit)
+    text.write_text("› TRAIL: make the parser\n\x1b redraw tui_redraw_noise ─────\n")
+    record = proj.parent / "home" / f"{kind}-session.jsonl"
+    record.parent.mkdir(exist_ok=True)
+    record.write_bytes(data)
+    write_link(text, kind, record)
+    return record
+
+
+def readings(proj: Path) -> UnitReadings:
+    return UnitReadings(proj / "units")
+
+
+def grow_and_compare(proj: Path, record: Path, data: bytes, seed: int) -> list[tuple[str, int, float, str]]:
+    """The record written a few lines at a time, indexed between: the events of one reading of it."""
+    rng = random.Random(seed)
+    record.write_bytes(b"")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        done = 0
+        while done < len(data):
+            cut = rng.randint(1, 3000)
+            with open(record, "ab") as fh:
+                fh.write(data[done:done + cut])
+            done += cut
+            ix.update(budget=rng.choice([None, 1]))
+        grown = rows(ix)
+        ix.reindex()
+        assert rows(ix) == grown
+        return grown
+
+
+def test_a_codex_session_is_indexed_from_its_rollout(proj: Path) -> None:
+    from tests import trail_scenario as ts
+
+    data = (DATA / "codex_rollout_trail.jsonl").read_bytes()
+    record = linked_record(proj, "codex", data)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert ix.search(["tui_redraw_noise"]) == []  # the screen is not indexed: the record is
+        [ask] = ix.search(["make the parser accept empty input"])
+        assert ask.kind is EventKind.TRAIL and ask.text.startswith("asked: ") and ask.unit == "agent"
+        assert ask.where(proj) == f"{record}:{ask.at}  (its own record of session {SESSION})"
+        [run] = ix.search([ts.TEST_COMMAND])
+        body = next(r[3] for r in rows(ix) if ts.TEST_COMMAND in r[3])
+        assert body.startswith(f"$ {ts.TEST_COMMAND}\nexit 1\n") and "IndentationError" in body  # as recorded
+        assert ix.search([f"edited: {ts.EDIT}"]) and ix.search(["plan:", "Make empty input parse"])
+        assert ix.search(["said:"])  # the agent's own message
+    grown = grow_and_compare(proj, record, data, 15)
+    assert sum(len(r[3]) for r in grown) < len(data) / 2
+
+
+def test_a_claude_session_is_indexed_from_its_transcript_with_secrets_cut(proj: Path) -> None:
+    from tests import trail_scenario as ts
+
+    data = (DATA / "claude_transcript_trail.jsonl").read_bytes()
+    leak = json.dumps({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_leak", "content": "token hunter2-vendor-secret and "
+         "AKIAIOSFODNN7EXAMPLE in the output"}]}}).encode() + b"\n"
+    call = json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_leak", "name": "Bash", "input": {"command": "env | grep TOKEN"}}]}}).encode()
+    data += call + b"\n" + leak
+    record = linked_record(proj, "claude", data)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert [h.kind for h in ix.search([ts.ASK])] == [EventKind.TRAIL]
+        assert ix.search([f"read: {ts.READS[0]}"]) and ix.search([f"edited: {ts.EDIT}"])
+        body = next(r[3] for r in rows(ix) if "env | grep TOKEN" in r[3])
+        assert "hunter2-vendor-secret" not in body and "AKIAIOSFODNN7EXAMPLE" not in body and "in the output" in body
+        assert ix.search(["hunter2"]) == [] and ix.search(["AKIAIOSFODNN7"]) == []
+    grow_and_compare(proj, record, data, 16)
+
+
+def test_a_call_waits_for_its_result_within_the_pairing_window(proj: Path) -> None:
+    call = {"type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                                                 "arguments": json.dumps({"cmd": "make long_build_target"})}}
+    out = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1",
+                                                "output": "Process exited with code 3\nOutput:\nlinker_failed_here\n"}}
+    record = linked_record(proj, "codex", json.dumps(call).encode() + b"\n")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert [h.text for h in ix.search(["long_build_target"])] == ["$ make long_build_target"]  # open for now
+        with open(record, "ab") as fh:
+            fh.write(json.dumps(out).encode() + b"\n")
+        ix.update()
+        [hit] = ix.search(["long_build_target", "linker_failed_here"])  # one event: the call and how it ended
+        assert "exit 3" in hit.text
+
+
+def test_a_linked_record_must_be_a_regular_file(proj: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.jsonl"
+    secret.write_text(json.dumps({"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                                        "content": "private_words_here"}}) + "\n")
+    record = linked_record(proj, "codex", b"")
+    record.unlink()
+    record.symlink_to(secret)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert ix.search(["private_words_here"]) == []
+        assert ix.search(["tui_redraw_noise"])  # without a readable record: the screen, as for any agent
+
+
+def test_agentd_texts_are_those_the_keeper_knows() -> None:
+    from supervisor.continuity.keeper import AGENTD_PREFIXES
+    from supervisor.eventindex.shaping import AGENTD_TEXT
+
+    assert AGENTD_TEXT == AGENTD_PREFIXES
 
 
 # -- the CLI, the MCP tool and the daemon ---------------------------------------------------------------------------

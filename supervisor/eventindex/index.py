@@ -39,8 +39,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sources import EventKind, Reading, Row, Source, SourceKind, UnitReadings, discover, memory_rows, reading_of
-from .transcripts import Marks, Position, step
+from .sources import (EventKind, Links, Reading, Row, Source, SourceKind, UnitReadings, discover, memory_rows,
+                      reading_of)
+from . import trails
+from .transcripts import Marks, Position, Step, step
 from .search import POOL, EventHit, search
 from .turns import Marker, grams
 
@@ -50,6 +52,8 @@ DEFAULT_HALF_LIFE_DAYS = 14.0
 TAIL_REFRESH = 60.0
 #: ... and as soon as its transcript has not changed for this long.
 TAIL_QUIET = 10.0
+#: Agent kinds whose own record (linked beside the transcript) is indexed instead of their screen.
+RECORD_KINDS = ("codex", "claude")
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sources(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, unit TEXT,
@@ -104,6 +108,7 @@ class EventIndex:
         self.markers = markers or UnitReadings(None)
         self._marks = Marks()
         self._tails: dict[str, float] = {}  # transcript -> when its open tail was last indexed (monotonic)
+        self._links = Links()
         self.live = live
         self._busy = busy_timeout
         if readonly:
@@ -211,11 +216,19 @@ class EventIndex:
         added = files = 0
         more = False
         for source in discover(self.root, self.state_dir):
+            reading = None
+            if source.kind is SourceKind.TRANSCRIPT:
+                reading = reading_of(self.markers(source.unit or ""))
+                if not reading.full and reading.kind in RECORD_KINDS:  # what the agent did and said: its own record
+                    source = self._links.record(source) or source
+            if source.path in present:
+                continue  # a record two sessions link (the newest one's is read)
             present.add(source.path)
             if more or known.get(source.path) == source.signature:
                 continue  # unchanged (a transcript with more to read is stored with size -1)
-            if source.kind is SourceKind.TRANSCRIPT:
-                n, changed, spent, more = self._transcript(source, budget)
+            if reading is not None:
+                read = self._record if source.kind is SourceKind.RECORD else self._transcript
+                n, changed, spent, more = read(source, budget, reading)
                 if budget is not None:
                     budget -= spent
                     more = more or budget <= 0
@@ -267,21 +280,40 @@ class EventIndex:
                               (*(source.signature or (None, 0, 0)), sid))
         return len(rows), 1
 
-    def _transcript(self, source: Source, budget: int | None) -> tuple[int, int, int, bool]:
+    def _transcript(self, source: Source, budget: int | None, reading: Reading) -> tuple[int, int, int, bool]:
+        def read(was: Position, limit: int | None) -> Step | None:
+            result = step(Path(source.path), source.session or "", was, reading.marker, self._marks, limit,
+                          full=reading.full, defer_tail=self._defer_tail(source))
+            if result is not None and result.open_tail and not result.deferred:
+                self._tails[source.path] = time.monotonic()
+            return result
+
+        return self._steps(source, budget, read)
+
+    def _record(self, source: Source, budget: int | None, reading: Reading) -> tuple[int, int, int, bool]:
+        from ..session.redact import redact_text
+
+        env = dict(reading.env)
+        root = str(self.root.resolve())
+
+        def read(was: Position, limit: int | None) -> Step | None:
+            return trails.step(Path(source.path), source.agent or reading.kind, was, limit, root=root,
+                               redact=lambda text: redact_text(text, env))
+
+        return self._steps(source, budget, read)
+
+    def _steps(self, source: Source, budget: int | None,
+               read: Callable[[Position, int | None], Step | None]) -> tuple[int, int, int, bool]:
+        """Steps of a growing file (a transcript or a record), one transaction each, until its end or ``budget``."""
         added = spent = changed = 0
-        reading = reading_of(self.markers(source.unit or ""))
         while True:
             with self._write():
                 row = self.conn.execute("SELECT ino, size, mtime_ns, pos, turn_start FROM sources WHERE path = ?",
                                         (source.path,)).fetchone()
                 was = Position(*row) if row is not None else Position()
-                result = step(Path(source.path), source.session or "", was, reading.marker, self._marks,
-                              None if budget is None else max(budget - spent, 1), full=reading.full,
-                              defer_tail=self._defer_tail(source))
+                result = read(was, None if budget is None else max(budget - spent, 1))
                 if result is None:
                     return added, changed, spent, False
-                if result.open_tail and not result.deferred:
-                    self._tails[source.path] = time.monotonic()
                 self._drop(source.path, result.drop_from)
                 sid = self._source_id(source)
                 self._insert(sid, result.rows)

@@ -44,6 +44,10 @@ TAIL_CHARS = 4000
 TURN_CAP = 256 * 1024
 #: The first line agentd's wakeup briefing starts with (continuity/wakeup.py).
 WAKEUP_MARK = "# Wakeup briefing"
+#: How the texts agentd types itself start (continuity/keeper.py's AGENTD_PREFIXES; a test holds them
+#: equal): not the agent's asks, and not indexed again from its record.
+AGENTD_TEXT = ("# Wakeup briefing", "CHECKPOINT requested by agentd", "agentd started this session from a briefing",
+               "agentd: ", "global decision recorded: ")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import contextlib
 import enum
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -34,6 +35,8 @@ from typing import Any
 from ..durable import parse_jsonl
 from ..memory import decisions, engram, facts, lineformat
 from ..memory.store import AgentPaths
+from ..trail.records import SUFFIX as RECORD_SUFFIX
+from ..trail.records import read_link
 from .turns import Marker, marker_for
 
 #: History fields that hold a cycle's "where you stopped" (issue 15 writes them).
@@ -48,6 +51,7 @@ class EventKind(str, enum.Enum):
     ENGRAM = "engram"
     FACT = "fact"
     STOPPED = "stopped"  # a cycle's "where you stopped"
+    TRAIL = "trail"  # what a Codex or Claude Code agent asked, said and did, from its own record
 
 
 class SourceKind(str, enum.Enum):
@@ -56,6 +60,7 @@ class SourceKind(str, enum.Enum):
     ENGRAM = "engram"
     FACTS = "facts"
     HISTORY = "history"
+    RECORD = "record"  # a Codex or Claude Code session's own record, linked beside its transcript
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ class Source:
     session: str | None = None
     module: str | None = None
     stat: os.stat_result | None = None
+    link: str | None = None  # a transcript's SESSION.record (supervisor.trail.records), when there is one
+    agent: str | None = None  # a record's agent kind (codex, claude)
 
     @property
     def signature(self) -> tuple[int, int, int] | None:
@@ -106,12 +113,46 @@ def discover(root: Path, state_dir: Path) -> list[Source]:
     transcripts = []  # plain strings and scandir's stat here: a pass looks at every transcript
     for unit_dir in _entries(state_dir / "transcripts"):
         if unit_dir.is_dir():
-            for entry in _entries(unit_dir.path):
+            entries = _entries(unit_dir.path)
+            links = {e.name[:-len(RECORD_SUFFIX)] for e in entries if e.name.endswith(RECORD_SUFFIX)}
+            for entry in entries:
                 if entry.name.endswith(".txt"):
+                    session = entry.name[:-4]
+                    link = os.path.join(unit_dir.path, session + RECORD_SUFFIX) if session in links else None
                     with contextlib.suppress(OSError):
                         transcripts.append(Source(entry.path, SourceKind.TRANSCRIPT, unit=unit_dir.name,
-                                                  session=entry.name[:-4], stat=entry.stat()))
+                                                  session=session, stat=entry.stat(), link=link))
     return out + sorted(transcripts, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
+
+
+class Links:
+    """The record a transcript's link names (:mod:`supervisor.trail.records`), read again when the link changes."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[int, tuple[str, Path] | None]] = {}
+
+    def record(self, transcript: Source) -> Source | None:
+        """The source to read instead of ``transcript``: the agent's record, when linked and present."""
+        if transcript.link is None:
+            return None
+        try:
+            stamp = os.stat(transcript.link).st_mtime_ns
+        except OSError:
+            return None
+        have = self._cache.get(transcript.link)
+        if have is None or have[0] != stamp:
+            have = self._cache[transcript.link] = (stamp, read_link(Path(transcript.link)))
+        if have[1] is None:
+            return None
+        kind, path = have[1]
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a record is a regular file, never a link to another
+        return Source(str(path), SourceKind.RECORD, unit=transcript.unit, session=transcript.session, stat=st,
+                      agent=kind)
 
 
 def _entries(directory: Path | str) -> list[os.DirEntry[str]]:
@@ -214,6 +255,7 @@ class Reading:
     marker: Marker
     full: bool = False
     kind: str = "generic"
+    env: tuple[tuple[str, str], ...] = ()  # the unit's [agent] env: its secret values are redacted from records
 
 
 def reading_of(value: Reading | Marker) -> Reading:
@@ -243,14 +285,15 @@ class UnitReadings:
         have = self._cache.get(unit)
         if have is not None and have[0] == stamp:
             return have[1]
-        kind, prompt, full = "generic", None, False
+        kind, prompt, full, env = "generic", None, False, ()
         if stamp >= 0 and self.units_dir is not None:
             try:
                 spec = self._loader()(self.units_dir, unit)
                 kind, prompt, full = spec.agent.kind, spec.agent.prompt, spec.agent.index == "full"
+                env = tuple(sorted(spec.agent.env.items()))
             except Exception:  # noqa: BLE001 - a broken unit file: the default mark
                 pass
-        reading = Reading(marker_for(kind, prompt), full, kind)
+        reading = Reading(marker_for(kind, prompt), full, kind, env)
         self._cache[unit] = (stamp, reading)
         return reading
 
