@@ -7,12 +7,15 @@ supervisors on the same child program (:mod:`bench.child`), alternating which
 goes first, several repetitions, and writes ``bench/results.json`` (raw) and
 ``bench/RESULTS.md`` (medians, min/max, ratios).
 
-Only the supervisor's own process is measured: user+system CPU from
-``/proc/PID/stat`` (not its children), peak RSS from ``VmHWM``.  agentd runs
+What is measured (see bench/README.md): user+system CPU of the supervisor's
+process, all its threads and the helper processes it reaped
+(``bench.contenders.cpu_all``), from the first byte until the last is on disk
+and agentd's event indexer has read everything (``bench.contenders.settle``;
+every contender settles the same way), and peak RSS (``VmHWM``).  agentd runs
 as the real daemon (``agentd start --foreground``) in a temporary project,
 one ``generic`` unit per child, wakeup typing and checkpoints off, transcripts
-(redaction, clean text, context estimate) on.  supervisord captures each
-child's stdout through a pipe into its own log file.
+(redaction, clean text, context estimate) and the event indexer on.
+supervisord captures each child's stdout through a pipe into its own log file.
 
 ``--short`` (< 3 minutes on an idle machine): fewer and shorter runs, for a quick look.
 ``--full`` (default): the durations of the issue (20 s streams, 60 s idle),
@@ -33,8 +36,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_seconds,
+from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_all,
                               cpu_split, ensure_supervisord, kill_leftovers, order, STREAMERS, status_kb, wait_until)
+from bench.contenders import settle as settle_work
 from bench.report import machine, targets, write_report
 
 
@@ -50,7 +54,7 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         if not wait_until(lambda: run.ready() >= n, 120):
             raise RuntimeError(f"{kind}: only {run.ready()} of {n} children started")
         time.sleep(settle)
-        cpu0 = cpu_seconds(sup.pid)
+        cpu0 = cpu_all(sup.pid)
         u0, s0 = cpu_split(sup.pid)
         t0 = time.monotonic()
         run.go.touch()
@@ -63,7 +67,9 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
 
         complete_in_time = wait_until(complete, drain_timeout, 0.002 if flood else 0.05)
         t1 = time.monotonic()
-        cpu1 = cpu_seconds(sup.pid)
+        cpu_drained = cpu_all(sup.pid)
+        tail_s = settle_work(sup, n)  # the work that lands after the last byte (agentd's indexer) counts too
+        cpu1 = cpu_all(sup.pid)
         u1, s1 = cpu_split(sup.pid)
         hwm = status_kb(sup.pid, "VmHWM")
         rss = status_kb(sup.pid, "VmRSS")
@@ -77,11 +83,12 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         "children": n, "cpu_s": cpu1 - cpu0, "user_s": u1 - u0, "sys_s": s1 - s0, "peak_rss_mb": hwm / 1024, "rss_mb": rss / 1024,
         "written_bytes": written, "expected_bytes": sum(expected.values()), "captured_bytes": sum(captured.values()),
         "lost_bytes": lost, "complete": complete_in_time, "seconds": t1 - t0,
+        "cpu_s_at_last_byte": cpu_drained - cpu0, "settle_s": tail_s,
         "child_seconds": max(c["end"] for c in counts.values()) - min(c["start"] for c in counts.values()),
     }
     if flood:
         result["mb_per_s"] = written / (t1 - t0) / 1e6
-        result["mb_per_cpu_s"] = written / max(cpu1 - cpu0, 1e-9) / 1e6
+        result["mb_per_cpu_s"] = written / max(cpu1 - cpu0, 1e-9) / 1e6  # every CPU-second, the settle's too
     run.cleanup()
     return result
 
@@ -135,10 +142,10 @@ def idle_once(kind: str, n: int, window: float, status_runs: int) -> tuple[dict,
         run.go.touch()
         wait_until(lambda: len(run.counts()) >= n, 60)
         time.sleep(3.0)  # let start-up work settle
-        cpu0 = cpu_seconds(sup.pid)
+        cpu0 = cpu_all(sup.pid)
         t0 = time.monotonic()
         time.sleep(window)
-        cpu1 = cpu_seconds(sup.pid)
+        cpu1 = cpu_all(sup.pid)
         t1 = time.monotonic()
         idle = {"children": n, "cpu_s": cpu1 - cpu0, "seconds": t1 - t0,
                 "core_percent": (cpu1 - cpu0) / (t1 - t0) * 100,

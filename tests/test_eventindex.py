@@ -58,6 +58,19 @@ def rows(ix: EventIndex) -> list[tuple[str, int, float, str]]:
                            "s.id = e.source JOIN texts t ON t.id = e.id ORDER BY s.path, e.at").fetchall()
 
 
+def grow(ix: EventIndex, path: Path, data: bytes, rng: random.Random, most: int, budgets: list[int | None]) -> None:
+    """``data`` appended to ``path`` (emptied first) in random pieces of up to ``most`` bytes, cutting lines and
+    characters anywhere, with an update of ``ix`` (a random budget) after each."""
+    path.write_bytes(b"")
+    done = 0
+    while done < len(data):
+        step = rng.randint(1, most)
+        with open(path, "ab") as fh:
+            fh.write(data[done:done + step])
+        done += step
+        ix.update(budget=rng.choice(budgets))
+
+
 # -- turns, grams, times ----------------------------------------------------------------------------------------
 
 def test_turns_start_at_prompt_lines_and_long_turns_are_cut_at_line_ends() -> None:
@@ -164,15 +177,8 @@ def test_a_transcript_growing_while_indexed_gives_the_rebuilt_index(proj: Path) 
     text = "".join(f"fake> task {i} 任务{i}\n" + "".join(f"line {i}.{j} ünï 编码\n" for j in range(rng.randint(0, 30)))
                    for i in range(400)).encode()
     path = transcript(proj)
-    path.write_bytes(b"")
     with index(proj) as ix:
-        done = 0
-        while done < len(text):
-            step = rng.randint(1, 6000)
-            with open(path, "ab") as fh:
-                fh.write(text[done:done + step])  # cuts lines and characters anywhere
-            done += step
-            ix.update(budget=rng.choice([None, 1]))
+        grow(ix, path, text, rng, 6000, [None, 1])
         while ix.update(budget=1).more:
             pass
         grown = rows(ix)
@@ -270,15 +276,8 @@ def test_a_transcript_with_long_turns_grown_a_step_at_a_time_gives_the_rebuilt_i
         turns.append(f"fake> task {i} 任务{i}\n" + body)
     text = "".join(turns).encode()
     path = transcript(proj)
-    path.write_bytes(b"")
     with index(proj) as ix:
-        done = 0
-        while done < len(text):
-            step = rng.randint(1, 40_000)
-            with open(path, "ab") as fh:
-                fh.write(text[done:done + step])
-            done += step
-            ix.update(budget=rng.choice([None, 1, 100_000]))
+        grow(ix, path, text, rng, 40_000, [None, 1, 100_000])
         while ix.update(budget=1).more:
             pass
         grown = rows(ix)
@@ -468,16 +467,8 @@ def readings(proj: Path) -> UnitReadings:
 
 def grow_and_compare(proj: Path, record: Path, data: bytes, seed: int) -> list[tuple[str, int, float, str]]:
     """The record written a few lines at a time, indexed between: the events of one reading of it."""
-    rng = random.Random(seed)
-    record.write_bytes(b"")
     with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
-        done = 0
-        while done < len(data):
-            cut = rng.randint(1, 3000)
-            with open(record, "ab") as fh:
-                fh.write(data[done:done + cut])
-            done += cut
-            ix.update(budget=rng.choice([None, 1]))
+        grow(ix, record, data, random.Random(seed), 3000, [None, 1])
         grown = rows(ix)
         ix.reindex()
         assert rows(ix) == grown
