@@ -42,7 +42,7 @@ from .sources import UnitReadings
 log = structlog.get_logger("agentd.events")
 
 #: Transcript bytes read per pass.
-BUDGET = 1 << 20
+BUDGET = 8 << 20
 #: While a backlog remains: seconds asleep per second of work, and at least this pause between passes
 #: (a flood of output is read at 10 MB/s at most: the indexer catches up after it, not during it).
 SLEEP_PER_WORK = 3.0
