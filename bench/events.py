@@ -312,10 +312,16 @@ def known_section(rows: list[dict]) -> list[str]:
          "`bench/known_answers.py` with each way a unit may index: `[agent] index = \"summary\"` (the default: what "
          "the agent did and said; a turn's head and tail, a Codex or Claude Code session from its own record, the "
          "wakeup's echo left out) and `\"full\"` (every byte of the screen, up to 256 KiB a turn and its last part):",
-         "", "| case | query | the answer the test asserts | summary (default) | full |", "|---|---|---|---|---|"]
+         "", "| case | query | the answer | summary (default) | full |", "|---|---|---|---|---|"]
+
+    def cell(found: bool, want: bool) -> str:
+        return ("found" if found else "not found") + (" ✓" if found == want else " ✗ (the test asserts the other)")
+
     for r in rows:
         L.append(f"| {r['case']} | `{' '.join(r['query'])}` | {r['expected']} | "
-                 f"{'found' if r['summary'] else 'not found'} | {'found' if r['full'] else 'not found'} |")
+                 f"{cell(bool(r['summary']), bool(r['want_summary']))} | {cell(bool(r['full']), bool(r['want_full']))} |")
+    met = all(r["summary"] == r["want_summary"] and r["full"] == r["want_full"] for r in rows)
+    L += ["", f"{'Every' if met else 'NOT every'} answer is the one the tests assert (✓)."]
     L += ["", "What the default gives up: the middle of a long turn (a build log, a file dumped to the screen: "
           "`agentd logs --at` still shows it; a unit that needs it sets `index = \"full\"`, which keeps up to "
           "256 KiB of a turn). What it gains: a Codex or Claude Code session is found by its commands and their "

@@ -95,14 +95,16 @@ def _short_words(p: Project) -> tuple[list[str], str, Callable[[EventIndex], boo
 
 
 def _flood(where: str) -> Callable[[Project], tuple[list[str], str, Callable[[EventIndex], bool]]]:
-    at = {"head": 2, "150 KB in": 2000, "middle": 20_000, "end": 39_999}[where]
+    at, answer = {"head": (2, "found"), "150 KB in": (2000, "full text only (inside its 256 KiB cap)"),
+                  "middle": (20_000, "not found: past the cap (`agentd logs --at` opens it)"),
+                  "end": (39_999, "found")}[where]
     needle = f"the_needle_{where.replace(' ', '_')}"
 
     def case(p: Project) -> tuple[list[str], str, Callable[[EventIndex], bool]]:
         lines = [f"flood line {i:07d} {'x' * 60}\n" for i in range(40_000)]
         lines[at] = needle + "\n"
         p.transcript().write_text("fake> cat big.log\n" + "".join(lines) + "fake> ")
-        return [needle], f"a 3 MB turn, line {at + 1}: found", lambda ix: len(ix.search([needle])) == 1
+        return [needle], f"a 3 MB turn, line {at + 1}: {answer}", lambda ix: len(ix.search([needle])) == 1
 
     return case
 
@@ -127,33 +129,34 @@ def _record(kind: str) -> Callable[[Project], tuple[list[str], str, Callable[[Ev
         record.write_bytes((DATA / f"{'codex_rollout' if kind == 'codex' else 'claude_transcript'}_trail.jsonl").read_bytes())
         write_link(text, kind, record)
         words = [TEST_COMMAND, "exit 1" if kind == "codex" else "exit 2"]  # as the two recordings ended
-        return words, "one trail event: the command and its exit status", lambda ix: [
+        return words, "one trail event: the command and its exit status (full text: the screen, not the record)", lambda ix: [
             h.kind for h in ix.search(words)] == [EventKind.TRAIL]
 
     return case
 
 
-CASES: list[tuple[str, Callable[[Project], tuple[list[str], str, Callable[[EventIndex], bool]]]]] = [
-    ("a Chinese decision by a two-character word", _decision),
-    ("a turn by a code identifier", _identifier),
-    ("equal notes: the newer ranks first", _newer),
-    ("where a cycle stopped", _stopped),
-    ("two-letter and one-character words", _short_words),
-    ("a flood turn: its head", _flood("head")),
-    ("a flood turn: 150 KB in", _flood("150 KB in")),
-    ("a flood turn: its middle (1.5 MB in)", _flood("middle")),
-    ("a flood turn: its end", _flood("end")),
-    ("a decision the wakeup repeats", _wakeup),
-    ("Codex: the failing check and its exit", _record("codex")),
-    ("Claude Code: the failing check and its exit", _record("claude")),
+#: (label, case, what the tests assert with index = "summary", with "full": found or not)
+CASES: list[tuple[str, Callable[[Project], tuple[list[str], str, Callable[[EventIndex], bool]]], bool, bool]] = [
+    ("a Chinese decision by a two-character word", _decision, True, True),
+    ("a turn by a code identifier", _identifier, True, True),
+    ("equal notes: the newer ranks first", _newer, True, True),
+    ("where a cycle stopped", _stopped, True, True),
+    ("two-letter and one-character words", _short_words, True, True),
+    ("a flood turn: its head", _flood("head"), True, True),
+    ("a flood turn: 150 KB in", _flood("150 KB in"), False, True),
+    ("a flood turn: its middle (1.5 MB in)", _flood("middle"), False, False),
+    ("a flood turn: its end", _flood("end"), True, True),
+    ("a decision the wakeup repeats", _wakeup, True, True),
+    ("Codex: the failing check and its exit", _record("codex"), True, False),
+    ("Claude Code: the failing check and its exit", _record("claude"), True, False),
 ]
 
 
 def run() -> list[dict[str, object]]:
     """Each case under both readings: its query, the expected answer, whether each reading finds it."""
     rows = []
-    for label, case in CASES:
-        row: dict[str, object] = {"case": label}
+    for label, case, want_summary, want_full in CASES:
+        row: dict[str, object] = {"case": label, "want_summary": want_summary, "want_full": want_full}
         for full in (False, True):
             base = Path(tempfile.mkdtemp(prefix="known-"))
             try:
