@@ -126,11 +126,12 @@ def _record(kind: str) -> Callable[[Project], tuple[list[str], str, Callable[[Ev
         text = p.transcript("agent")
         text.write_text("› TRAIL: make the parser\nredraw redraw\n")
         record = p.root.parent / f"{kind}.jsonl"
-        record.write_bytes((DATA / f"{'codex_rollout' if kind == 'codex' else 'claude_transcript'}_trail.jsonl").read_bytes())
+        name = "codex_rollout" if kind == "codex" else "claude_transcript"
+        record.write_bytes((DATA / f"{name}_trail.jsonl").read_bytes())
         write_link(text, kind, record)
         words = [TEST_COMMAND, "exit 1" if kind == "codex" else "exit 2"]  # as the two recordings ended
-        return words, "one trail event: the command and its exit status (full text: the screen, not the record)", lambda ix: [
-            h.kind for h in ix.search(words)] == [EventKind.TRAIL]
+        answer = "one trail event: the command and its exit status (full text: the screen, not the record)"
+        return words, answer, lambda ix: [h.kind for h in ix.search(words)] == [EventKind.TRAIL]
 
     return case
 

@@ -1,4 +1,4 @@
-"""The event index: SQLite FTS5 over transcripts' turns, decisions, engram, facts and cycles.
+"""The event index: SQLite FTS5 over transcripts' turns, agents' own records, decisions, engram, facts and cycles.
 
 A cache over the files (:mod:`.sources`), kept in the state directory
 (``<state>/events.db``, mode 0600, never committed) and rebuilt from them at

@@ -95,8 +95,9 @@ class _Reader:
 
     def result(self, line: int, offset: int, when: float, call: str, text: str, *, code: int | None = None,
                output: bool = True) -> None:
-        tail = ([f"exit {code}"] if code is not None else []) + ([head_tail(text, OUTPUT_CHARS)] if output and text.strip()
-                                                                  else [])
+        tail = [f"exit {code}"] if code is not None else []
+        if output and text.strip():
+            tail.append(head_tail(text, OUTPUT_CHARS))
         event = self.pending.pop(call, None)
         if event is not None:
             event.parts += tail
