@@ -82,10 +82,6 @@ class UnitSection(_Section):
     requires: tuple[str, ...] = ()
 
 
-#: ``[agent] index``: what the event index keeps of a unit's output (docs/memory.md, the event layer).
-INDEX_CHOICES = ("summary", "full")
-
-
 class AgentSection(_Section):
     kind: Literal["generic", "codex", "claude"] = "generic"
     command: tuple[str, ...] = Field(min_length=1)
@@ -104,8 +100,8 @@ class AgentSection(_Section):
         default=None, description='how the wakeup reaches the agent (default: "first-message"; "file" for a shell)')
     talks_to: Literal["agent", "shell"] = Field(
         default="agent", description='"shell" for a shell or REPL: agentd types nothing of its own into it')
-    index: str = Field(default="summary", description='what the event index (recall --events) keeps of the '
-                       'output: "summary" (what the agent did and said) or "full" (every byte)')
+    index: Literal["summary", "full"] = Field(default="summary", description='what `recall --events` keeps of the '
+                                              'output: "summary" (what the agent did and said) or "full" (every byte)')
 
     @property
     def wakeup_route(self) -> str:
@@ -125,15 +121,6 @@ class AgentSection(_Section):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
-
-    @field_validator("index", mode="before")
-    @classmethod
-    def _index_choice(cls, value: Any) -> Any:
-        if value not in INDEX_CHOICES:
-            raise ValueError('must be "summary" (the event index keeps what the agent did and said: its '
-                             'messages, commands and their exit codes, the head and tail of each turn or tool '
-                             'output) or "full" (every byte the agent printed, a larger and slower index)')
         return value
 
     @field_validator("command", mode="before")
