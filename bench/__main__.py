@@ -7,12 +7,15 @@ supervisors on the same child program (:mod:`bench.child`), alternating which
 goes first, several repetitions, and writes ``bench/results.json`` (raw) and
 ``bench/RESULTS.md`` (medians, min/max, ratios).
 
-Only the supervisor's own process is measured: user+system CPU from
-``/proc/PID/stat`` (not its children), peak RSS from ``VmHWM``.  agentd runs
+What is measured (see bench/README.md): user+system CPU of the supervisor's
+process, all its threads and the helper processes it reaped
+(``bench.contenders.cpu_all``), from the first byte until the last is on disk
+and agentd's event indexer has read everything (``bench.contenders.settle``;
+every contender settles the same way), and peak RSS (``VmHWM``).  agentd runs
 as the real daemon (``agentd start --foreground``) in a temporary project,
 one ``generic`` unit per child, wakeup typing and checkpoints off, transcripts
-(redaction, clean text, context estimate) on.  supervisord captures each
-child's stdout through a pipe into its own log file.
+(redaction, clean text, context estimate) and the event indexer on.
+supervisord captures each child's stdout through a pipe into its own log file.
 
 ``--short`` (< 3 minutes on an idle machine): fewer and shorter runs, for a quick look.
 ``--full`` (default): the durations of the issue (20 s streams, 60 s idle),
@@ -33,8 +36,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_seconds,
+from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_all,
                               cpu_split, ensure_supervisord, kill_leftovers, order, STREAMERS, status_kb, wait_until)
+from bench.contenders import settle as settle_work
 from bench.report import machine, targets, write_report
 
 
@@ -50,7 +54,7 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         if not wait_until(lambda: run.ready() >= n, 120):
             raise RuntimeError(f"{kind}: only {run.ready()} of {n} children started")
         time.sleep(settle)
-        cpu0 = cpu_seconds(sup.pid)
+        cpu0 = cpu_all(sup.pid)
         u0, s0 = cpu_split(sup.pid)
         t0 = time.monotonic()
         run.go.touch()
@@ -63,7 +67,9 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
 
         complete_in_time = wait_until(complete, drain_timeout, 0.002 if flood else 0.05)
         t1 = time.monotonic()
-        cpu1 = cpu_seconds(sup.pid)
+        cpu_drained = cpu_all(sup.pid)
+        tail_s = settle_work(sup, n)  # the work that lands after the last byte (agentd's indexer) counts too
+        cpu1 = cpu_all(sup.pid)
         u1, s1 = cpu_split(sup.pid)
         hwm = status_kb(sup.pid, "VmHWM")
         rss = status_kb(sup.pid, "VmRSS")
@@ -77,11 +83,12 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         "children": n, "cpu_s": cpu1 - cpu0, "user_s": u1 - u0, "sys_s": s1 - s0, "peak_rss_mb": hwm / 1024, "rss_mb": rss / 1024,
         "written_bytes": written, "expected_bytes": sum(expected.values()), "captured_bytes": sum(captured.values()),
         "lost_bytes": lost, "complete": complete_in_time, "seconds": t1 - t0,
+        "cpu_s_at_last_byte": cpu_drained - cpu0, "settle_s": tail_s,
         "child_seconds": max(c["end"] for c in counts.values()) - min(c["start"] for c in counts.values()),
     }
     if flood:
         result["mb_per_s"] = written / (t1 - t0) / 1e6
-        result["mb_per_cpu_s"] = written / max(cpu1 - cpu0, 1e-9) / 1e6
+        result["mb_per_cpu_s"] = written / max(cpu1 - cpu0, 1e-9) / 1e6  # every CPU-second, the settle's too
     run.cleanup()
     return result
 
@@ -135,10 +142,10 @@ def idle_once(kind: str, n: int, window: float, status_runs: int) -> tuple[dict,
         run.go.touch()
         wait_until(lambda: len(run.counts()) >= n, 60)
         time.sleep(3.0)  # let start-up work settle
-        cpu0 = cpu_seconds(sup.pid)
+        cpu0 = cpu_all(sup.pid)
         t0 = time.monotonic()
         time.sleep(window)
-        cpu1 = cpu_seconds(sup.pid)
+        cpu1 = cpu_all(sup.pid)
         t1 = time.monotonic()
         idle = {"children": n, "cpu_s": cpu1 - cpu0, "seconds": t1 - t0,
                 "core_percent": (cpu1 - cpu0) / (t1 - t0) * 100,
@@ -324,37 +331,45 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTES: list[str] = [
-    # Written by hand after the --full run of 2026-12-01 23:46 (issue 19); `python -m bench --report` keeps them.
-    "This report holds one `--full --committed` run (2 rotations of 20 s streams, 3 floods of 200 MB, 5 restart "
-    "cycles) on an idle machine (load average 2.4 falling to 0.5; it took 21 min). The short runs before it were "
-    "at load 4-7, which flattered two ratios: the wakeup's shell reference took 28 ms there and 12 ms here, and the "
-    "5 s stream window hid most of the event indexer's work (below).",
-    "50 children (2.74x the floor, 0.71x supervisord over 20 s; 1 and 10 children: 1.11x and 0.96x the floor). "
-    "Changes this round, each A/B'd against the previous code in the same run: slow streams are parked on one timer "
-    "per loop (supervisor/session/parking.py) instead of remove_reader/add_reader and a timer per session every "
-    "0.1 s (scenario 1 over 5 s, medians of 10: 0.875 -> 0.575 CPU-s, the loop's thread 0.62 -> 0.36; the floor "
-    "0.52); before that, the coalescing holds back only a stream (1.4 -> 1.0), the usage-limit scan checks five "
-    "words before its regex (0.72 -> 0.013 ms per 3 KB), denied_paths makes one pass over the text. Guarantees "
-    "unchanged: output faster than 4 KB per 0.1 s is never held back, a parked stream waits at most 0.1 s, each "
-    "batch is on disk before the next read, 0 bytes lost, redaction across batches as before.",
-    "What is left at 50 children is the event indexer (supervisor/eventindex, a nice-19 thread of the daemon): it "
-    "indexes every byte of output (20 MB in this scenario) at 7-11 MB per CPU-second, mostly SQLite FTS5 trigram "
-    "inserts: at that rate 1.8-2.9 of the daemon's 5.4 CPU-s here (over 5 s it was 0.12-0.27 CPU-s, the rest falling after "
-    "the window). Its grams() now skips the CJK scan on ASCII text (184-279 -> 55-64 us per 4,000 characters), and "
-    "it pauses three times a pass's own CPU time (it paused three times the wall time: at nice 19 on a busy "
-    "machine that left the index minutes behind). Reaching 1.3x needs indexing less: a smaller per-turn cap than "
-    "256 KiB, only the head and tail of a long turn, or a cheaper tokenizer; each changes what `recall --events` "
-    "finds, so it is a product decision left open.",
-    "Flood (0.53x the floor's MB/s, 2.73x its CPU per MB). cProfile of `python -m bench.readpath`: the PTY reads "
-    "themselves are over half of the time (the n_tty buffer hands over at most 4 KiB per read; the floor pays them "
-    "too), then the redactor's bytes.find per shape literal (~14 per batch), clean text (replace, translate), two "
-    "writes per batch. The indexer makes no difference here (3 floods each way, alternating: 33-43 MB per CPU-s "
-    "with it off, 33-35 on). One read per wakeup instead of the greedy batch was worse (19-21 against 30-41 MB per "
-    "CPU-second). Reaching 1.5x needs the redaction and clean text out of Python's per-byte work: one pass for all "
-    "literals in C (an Aho-Corasick extension), or a writer process fed by a bounded pipe.",
-    "50 idle agents (0.567 % of a core, target 0.5 %; 0.500 in the short run before): the indexer's pass every 5 s "
-    "(one stat per transcript and memory file) is 0.1-0.15 % of a core (bench.events). Backing its interval off "
-    "while nothing changes would meet it, at the cost of a later first hit after a quiet spell.",
+    # Written by hand (issue 29); `python -m bench --report` keeps them.  The A/B figures below were measured on a
+    # machine shared with other sessions (load average 11-18): ratios of alternating runs, not absolute figures.
+    "Since issue 29 the bench counts every agentd process and thread and the work that lands after the window: CPU "
+    "is utime + stime + cutime + cstime (every thread, every helper process reaped), from the first byte until the "
+    "last is on disk, agentd's event indexer has read every transcript to its end and the supervisor's CPU is back "
+    "at idle (bench/README.md). Measured that way, main before issue 29 (75de735) used 6.34 CPU-s at 50 children "
+    "(5.35x the floor; only 2.06 of it before the last byte) and 2.80 CPU-s for a 100 MB flood.",
+    "50 children (A/B, 2 alternations each, the floor and supervisord in the same run): main 6.34 CPU-s, this code "
+    "1.37, the floor 1.19, supervisord 3.87 (it costs about half of what it does on an idle machine, where it "
+    "batched less): 1.16x the floor, 0.35x supervisord, 0 lost. What changed: (1) the event indexer keeps what the "
+    "agent did and said, a turn's head and tail (4,000 characters each), not every byte (20 MB here at 7-11 MB per "
+    "CPU-second), and the tail of a turn still growing is indexed again at most every 60 s (each step indexed it "
+    "again): the indexer thread 0.14 CPU-s during the stream and 0.05 after it, from about 2-4; it reads 8 MB a "
+    "pass, so 50 streaming transcripts no longer keep it in its backlog mode; (2) once a generic agent's output "
+    "pauses, its screen is rendered from its last rows lines when the output is plain text (pyte costs about 3 us a "
+    "byte: 50 agents going quiet cost 2.4-2.8 CPU-s on the loop after the old window), and not rendered at all for "
+    "the blocking-screen check when none of those screens' words is in it. Left (py-spy of the daemon): the loop's "
+    "read path (PTY reads, redaction, clean text, two writes per batch; about 0.75 CPU-s here), the other branch "
+    "of issue 29.",
+    "Flood (100 MB, A/B, 2 alternations): main 2.80 CPU-s (35.8 MB per CPU-s), this code 2.45 (40.9), the floor "
+    "0.77 (130): the read path is the other branch's (one pass for every secret shape); the indexer now only reads a "
+    "flood's middle (decode, prompt search) and indexes its head and tail.",
+    "50 idle agents (A/B, 3 alternations of 60 s, CPU of every thread from schedstat): main 0.35-0.43 % of a core, "
+    "this code 0.30-0.37 %; RSS 54 MB. The indexer's pause doubles from 5 s to 30 s while nothing changes (its "
+    "thread: about 0.01 % of a core once settled; a first hit after a quiet spell comes at most 30 s late), and a "
+    "generic session's block check looks at its screen once per new output, not each second. Left (cProfile of "
+    "the daemon): the per-second tick of each unit on the loop (reap, SessionWatch.tick: the context figure, the "
+    "turn watcher, the policy; about 0.17 %) and the fence's refusals read on a worker thread each second (about "
+    "0.08 %). Reaching 0.3 % with margin needs a tick that skips a unit with no new output and no time-based rule "
+    "due (daemon/watch.py, continuity/policy.py), and the refusals read only for sessions that printed.",
+    "200 agents x 2 KB/s (bench.scale, 30 s, A/B): CPU per agent at 200 / at 50: this code 0.0201 / 0.0237 CPU-s "
+    "(0.85x), main 0.0833 / 0.0826 (1.01x); peak RSS at 200: 87 MB, main 240 MB; 0 lost. `status` p95 at 200 was "
+    "491-564 ms beside `python -c pass` at 187-236 ms (2.1-3.0x) on this loaded machine.",
+    "Wakeup build (A/B in separate processes, 6 alternations): at 1,000 decisions main 2.46x the shell script, this "
+    "code 1.10x; at 100,000 in epochs 2.75x -> 1.05x; 100,000 in one file 1.89x -> 0.73x. The backtrack reads a "
+    "decision index kept beside state.json (.agent/local/decision-index.json: per log file, what it scores of each "
+    "line, taken only while the file's inode, size, mtime and ctime are unchanged; an append parses one line), and "
+    "the listing of the store directory (2,000 epoch files) is kept while the directory is unchanged. Left: the "
+    "module file tree's git processes (gitfiles.list_files, about 9 of the 20 ms: the pygit2 branch).",
     "`agentd status` (0.46x supervisorctl, met). Imports (`python -X importtime`): config.paths no longer imports "
     "dataclasses (27 -> 2.7 ms), cli.style no longer imports shutil (~6 ms). The daemon answers from a CPU/RSS "
     "sample under 3 status intervals old and samples again in the background; a unit started or restarted since "
@@ -364,18 +379,8 @@ NOTES: list[str] = [
     "output shows a pause, then twice its longest pause, at most 0.15 s), waits wake on output instead of 0.1 s "
     "ticks, quit polls the exit every 10 ms. Left: the fake agent's own start (~0.15 s), ending the old tree "
     "(0.07 s), keeping the trail (0.03 s).",
-    "200 agents (section 8, idle): 0 bytes lost, status p95 194 ms (the bare `python -c pass` beside it: 92 ms), "
-    "peak RSS 130 MB: met. CPU grew 4.42x from 50 to 200 agents (0.121 -> 0.134 CPU-s per agent), just over "
-    "linear: not met. Not profiled at 200; the parts that grow with the count are the indexer's passes (a stat of "
-    "every transcript and 400 KB/s to index) and the per-second watch of each unit.",
     "The flush itself (wait_flush, ~1 s idle) is not a timeout: the fake agent writes its checkpoint through three "
     "`agentd` CLI processes (note, decide, task-state).",
-    "Wakeup build (3.83x the plain shell script at 100,000 decisions, not met; 1.92x in the loaded short run, where "
-    "the shell took 28 ms instead of 12). cProfile at 1,000 decisions: the backtrack section (older decisions that "
-    "match the task) parses the newest 500 decisions of the module and global logs at every build, about 26 of the "
-    "35 ms; the decision line parser already skips character-by-character unescaping on plain lines (165 -> 48 ms "
-    "at 100,000). Reaching 2x needs the backtrack not to parse 500 lines per wakeup: a term index of the logs kept "
-    "beside state.json, or a raw-line prefilter on the task's words (path globs make a safe prefilter harder).",
 ]
 
 if __name__ == "__main__":

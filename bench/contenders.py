@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,39 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def cpu_all(pid: int) -> float:
+    """user + system CPU of ``pid`` (all its threads) and of its children it has waited for (git and other
+    helper processes it ran and reaped): ``utime + stime + cutime + cstime`` of ``/proc/PID/stat``.
+
+    The supervised children themselves run until the supervisor is stopped, so they are never in it while
+    it is measured."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / CLK_TCK
+
+
+def settle(sup: Any, agents: int, timeout: float = 300.0) -> float:
+    """Wait until the supervisor's deferred work is done; the seconds it took.
+
+    agentd's event indexer runs behind the output (a thread at nice 19, duty-cycled): first wait until it
+    has read every transcript to its end (:meth:`Agentd.caught_up`), then, for every contender, until one
+    second passes with the supervisor's CPU (:func:`cpu_all`) at idle: at most 1 % of a core plus 0.02 %
+    per agent.
+    """
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    caught_up = getattr(sup, "caught_up", lambda: True)
+    while not caught_up() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    idle = 0.01 + 0.0002 * agents
+    while time.monotonic() < deadline:
+        c0, w0 = cpu_all(sup.pid), time.monotonic()
+        time.sleep(1.0)
+        if (cpu_all(sup.pid) - c0) / (time.monotonic() - w0) <= idle:
+            break
+    return time.monotonic() - t0
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
@@ -146,6 +180,27 @@ class Agentd:
 
     def captured(self, name: str) -> int:
         return sum(p.stat().st_size for p in (self.project / ".agentd" / "transcripts" / name).glob("*.log"))
+
+    def caught_up(self) -> bool:
+        """Whether the daemon's event indexer has read every clean transcript to its end (True without one)."""
+        if AGENTD_ENV.get("AGENTD_EVENT_INDEX", os.environ.get("AGENTD_EVENT_INDEX", "true")) == "false":
+            return True
+        state = self.project / ".agentd"
+        try:
+            conn = sqlite3.connect(f"{(state / 'events.db').as_uri()}?mode=ro", uri=True, timeout=1.0)
+        except sqlite3.Error:
+            return False
+        try:
+            known = {Path(p).parent.name + "/" + Path(p).name: size for p, size in
+                     conn.execute("SELECT path, size FROM sources WHERE kind = 'transcript'")}
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.close()
+        for path in (state / "transcripts").glob("*/*.txt"):
+            if known.get(path.parent.name + "/" + path.name) != path.stat().st_size:
+                return False
+        return True
 
     @staticmethod
     def expected(count: dict) -> int:

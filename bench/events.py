@@ -16,6 +16,9 @@
    at nice 19) and how far it had read when the flood ended.
 3. **Idle.**  50 idle agents (scenario 3 of ``python -m bench``), the
    daemon's share of a core without and with the indexer.
+4. **Known answers.**  The queries of the event tests, asked again with each
+   way a unit may index (``[agent] index`` "summary" and "full"):
+   :mod:`bench.known_answers`.
 
 Writes ``bench/events-results.json`` and the section between the
 ``<!-- events -->`` markers of ``bench/RESULTS.md`` (``python -m bench``
@@ -37,7 +40,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.contenders import AGENTD_ENV, CLK_TCK, HERE, WORK, Agentd, Run, cpu_seconds, kill_leftovers, wait_until
+from bench import known_answers
+from bench.contenders import AGENTD_ENV, CLK_TCK, HERE, WORK, Agentd, Run, cpu_all, kill_leftovers, settle, wait_until
 from bench.report import machine, markers, write_section
 from supervisor.eventindex import EventIndex, default_db
 from supervisor.eventindex.turns import marker_for
@@ -162,17 +166,18 @@ def flood_once(indexer: bool, size: int) -> dict:
         if not wait_until(lambda: run.ready() >= 1, 120):
             raise RuntimeError("the child did not start")
         time.sleep(1.0)
-        cpu0 = cpu_seconds(sup.pid)
+        cpu0 = cpu_all(sup.pid)
         t0 = time.monotonic()
         run.go.touch()
         wait_until(lambda: len(run.counts()) >= 1, 600, 0.02)
         expected = sup.expected(run.counts()["c00"])
         complete = wait_until(lambda: sup.captured("c00") >= expected, 60, 0.002)
         t1 = time.monotonic()
-        cpu1 = cpu_seconds(sup.pid)
+        read = _indexed_bytes(sup.project / ".agentd")
+        settle_s = settle(sup, 1)  # the indexer's work behind the flood counts too
+        cpu1 = cpu_all(sup.pid)
         index_cpu = niced_cpu(sup.pid)
         captured = sup.captured("c00")
-        read = _indexed_bytes(sup.project / ".agentd")
     finally:
         sup.stop()
         kill_leftovers(run)
@@ -180,7 +185,7 @@ def flood_once(indexer: bool, size: int) -> dict:
     run.cleanup()
     return {"indexer": indexer, "mb_per_s": written / (t1 - t0) / 1e6, "mb_per_cpu_s": written / max(cpu1 - cpu0, 1e-9) / 1e6,
             "cpu_s": cpu1 - cpu0, "indexer_cpu_s": index_cpu, "lost_bytes": max(0, expected - captured),
-            "complete": complete, "indexed_bytes_at_end": read, "written_bytes": written}
+            "complete": complete, "indexed_bytes_at_end": read, "written_bytes": written, "settle_s": settle_s}
 
 
 def _indexed_bytes(state: Path) -> int:
@@ -209,9 +214,9 @@ def idle_once(indexer: bool, n: int, window: float) -> dict:
         run.go.touch()
         wait_until(lambda: len(run.counts()) >= n, 60)
         time.sleep(3.0)  # let start-up work settle
-        cpu0, niced0, t0 = cpu_seconds(sup.pid), niced_cpu(sup.pid), time.monotonic()
+        cpu0, niced0, t0 = cpu_all(sup.pid), niced_cpu(sup.pid), time.monotonic()
         time.sleep(window)
-        cpu1, niced1, t1 = cpu_seconds(sup.pid), niced_cpu(sup.pid), time.monotonic()
+        cpu1, niced1, t1 = cpu_all(sup.pid), niced_cpu(sup.pid), time.monotonic()
     finally:
         sup.stop()
         kill_leftovers(run)
@@ -286,15 +291,43 @@ def section(data: dict) -> str:
     ratio = statistics.median([r["mb_per_s"] for r in on]) / statistics.median([r["mb_per_s"] for r in off])
     L += ["", f"Median wall throughput with the indexer / without: {ratio:.2f}×. The indexer is a thread of the "
           "daemon at nice 19 that sleeps three times as long as it worked while a backlog remains; its CPU counts "
-          "in the daemon's MB per CPU-second.", ""]
+          "in the daemon's MB per CPU-second, measured until it has read the whole flood (MB/s: to the last byte "
+          "on disk).", ""]
     idle = data["idle"]
     L += [f"**50 idle agents** (scenario 3, {idle['off'][0]['seconds']:.0f} s): the daemon uses "
           f"{span([r['core_percent'] for r in idle['off']], 3)} % of a core without the indexer, "
           f"{span([r['core_percent'] for r in idle['on']], 3)} % with it, of which the indexer thread itself "
-          f"{span([r['indexer_core_percent'] for r in idle['on']], 3)} % (a pass every 5 s: one `stat` per "
-          "transcript and memory file). CPU time is counted in ticks of 10 ms: 0.03 % of a core over 30 s is "
-          "one tick.", END]
+          f"{span([r['indexer_core_percent'] for r in idle['on']], 3)} % (a pass of one `stat` per transcript and "
+          "memory file, every 5 s doubling to every 30 s while nothing changes). CPU time is counted in ticks of "
+          "10 ms: 0.03 % of a core over 30 s is one tick.", ""]
+    L += known_section(data.get("known") or [])
+    L.append(END)
     return "\n".join(L)
+
+
+def known_section(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    L = ["**The known-answer queries of the event tests** (`tests/test_eventindex.py`), asked again by "
+         "`bench/known_answers.py` with each way a unit may index: `[agent] index = \"summary\"` (the default: what "
+         "the agent did and said; a turn's head and tail, a Codex or Claude Code session from its own record, the "
+         "wakeup's echo left out) and `\"full\"` (every byte of the screen, up to 256 KiB a turn and its last part):",
+         "", "| case | query | the answer | summary (default) | full |", "|---|---|---|---|---|"]
+
+    def cell(found: bool, want: bool) -> str:
+        return ("found" if found else "not found") + (" ✓" if found == want else " ✗ (the test asserts the other)")
+
+    for r in rows:
+        L.append(f"| {r['case']} | `{' '.join(r['query'])}` | {r['expected']} | "
+                 f"{cell(bool(r['summary']), bool(r['want_summary']))} | {cell(bool(r['full']), bool(r['want_full']))} |")
+    met = all(r["summary"] == r["want_summary"] and r["full"] == r["want_full"] for r in rows)
+    L += ["", f"{'Every' if met else 'NOT every'} answer is the one the tests assert (✓)."]
+    L += ["", "What the default gives up: the middle of a long turn (a build log, a file dumped to the screen: "
+          "`agentd logs --at` still shows it; a unit that needs it sets `index = \"full\"`, which keeps up to "
+          "256 KiB of a turn). What it gains: a Codex or Claude Code session is found by its commands and their "
+          "exit status (the screen of their TUI holds neither whole), and a decision is found once, not once "
+          "more per session whose wakeup quoted it."]
+    return L
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flood-mb", type=int)
     p.add_argument("--reps", type=int)
     p.add_argument("--no-report", action="store_true", help="print only (do not touch RESULTS.md)")
-    p.add_argument("--only", help="comma-separated parts to run: q (queries), f (flood), i (idle); implies --no-report")
+    p.add_argument("--only", help="comma-separated parts to run: q (queries), f (flood), i (idle), k (known answers); "
+                                  "implies --no-report")
     args = p.parse_args(argv)
     WORK.mkdir(exist_ok=True)
     turns = args.turns or (10_000 if args.short else 100_000)
@@ -312,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (2 if args.short else 4)
     data = {"date": datetime.now().strftime("%Y-%m-%d %H:%M"), "short": args.short, "machine": machine(),
             "flood_mb": mb}
-    parts = set(args.only.split(",")) if args.only else {"q", "f", "i"}
+    parts = set(args.only.split(",")) if args.only else {"q", "f", "i", "k"}
     if "q" in parts:
         print(f"[q] {turns} turns", flush=True)
         data["queries"] = scenario_queries(turns)
@@ -323,6 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         idle_s = 10.0 if args.short else 30.0
         print(f"[i] 50 idle agents, {idle_s:g} s", flush=True)
         data["idle"] = scenario_idle(1 if args.short else 2, 50, idle_s)
+    if "k" in parts:
+        print("[k] known answers", flush=True)
+        data["known"] = known_answers.run()
+        print("\n".join(known_section(data["known"])), flush=True)
     if args.only:
         return 0
     if not args.no_report:

@@ -61,7 +61,10 @@ def write_report(data: dict, path: Path) -> None:
         f"Produced by `python -m bench --{data['mode']}{' --committed' if data['source'] != 'the working tree' else ''}` "
         f"on {data['date']} (the committed script, this machine; agentd from {data['source']}). "
         "Every figure is the median of the repetitions, with (min–max); ratio = agentd / supervisord medians. "
-        "CPU is user+system of the supervisor's own process only (from /proc), peak RSS is its VmHWM.", "",
+        "CPU is user+system of the supervisor's process, all its threads and the helper processes it ran and reaped "
+        "(git and the like: `utime + stime + cutime + cstime` of /proc/PID/stat), from the start of the output until "
+        "agentd's event indexer has read every transcript to its end and the supervisor's CPU is back at idle (the "
+        "same rule for every contender: `bench/contenders.py`, `settle`); peak RSS is its VmHWM.", "",
         "## Machine", "",
         f"- CPU: {m['cpu']}, {m['cores']} cores (shared with other work during the run: load average at start "
         f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}"
@@ -198,7 +201,7 @@ def flood_ratios(s2: dict) -> dict:
 
 
 def targets(data: dict) -> list[str]:
-    """Issue 19's targets, each against the floor and supervisord of the same run."""
+    """Issue 29's targets, each against the floor and supervisord of the same run."""
     out = []
     s1 = data["scenarios"]["1_streams"]
     key = max(s1, key=lambda k: int(k.split()[0]))
@@ -211,19 +214,19 @@ def targets(data: dict) -> list[str]:
     s2 = data["scenarios"]["2_flood"]
     fl = flood_ratios(s2)
     lost = sum(r["lost_bytes"] for r in s2["agentd"])
-    ok = fl["mbps_vs_floor"] >= 0.95 and fl["cpu_per_mb_vs_floor"] <= 1.5 and lost == 0
-    out.append(f"{'MET' if ok else 'NOT MET'}: one-child flood ≥ 0.95 × the floor's MB/s and ≤ 1.5 × its CPU per MB, "
+    ok = fl["mbps_vs_floor"] >= 0.9 and fl["cpu_per_mb_vs_floor"] <= 1.5 and lost == 0
+    out.append(f"{'MET' if ok else 'NOT MET'}: one-child flood ≥ 0.9 × the floor's MB/s and ≤ 1.5 × its CPU per MB, "
                f"zero loss — {fl['mbps_vs_floor']:.2f}× MB/s, {fl['cpu_per_mb_vs_floor']:.2f}× CPU per MB "
                f"({fl['mbps_vs_supervisord']:.2f}× and {fl['cpu_per_mb_vs_supervisord']:.2f}× supervisord's), {lost} bytes lost")
     i = data["scenarios"]["3_idle"]["agentd"]
     pct = statistics.median([r["core_percent"] for r in i])
     rss = max(r["rss_mb"] for r in i)
-    out.append(f"{'MET' if pct < 0.5 else 'NOT MET'}: 50 idle agents < 0.5 % of a core — {pct:.3f} %")
-    out.append(f"{'MET' if rss < 80 else 'NOT MET'}: 50 idle agents < 80 MB RSS — {rss:.1f} MB (largest)")
+    out.append(f"{'MET' if pct <= 0.3 else 'NOT MET'}: 50 idle agents ≤ 0.3 % of a core — {pct:.3f} %")
+    out.append(f"{'MET' if rss <= 80 else 'NOT MET'}: 50 idle agents ≤ 80 MB RSS — {rss:.1f} MB (largest)")
     st = data["scenarios"]["4_status"]
     aw = statistics.median([w for r in st["agentd"] for w in r["wall_s"]])
     sw = statistics.median([w for r in st["supervisord"] for w in r["wall_s"]])
-    out.append(f"{'MET' if aw <= 0.5 * sw else 'NOT MET'}: `agentd status` ≤ 0.5 × `supervisorctl status` — "
+    out.append(f"{'MET' if aw <= 0.35 * sw else 'NOT MET'}: `agentd status` ≤ 0.35 × `supervisorctl status` — "
                f"{aw / sw:.2f}× ({aw * 1000:.0f} vs {sw * 1000:.0f} ms)")
     lat = data["scenarios"].get("5_restart", {}).get("agentd", {}).get("latency_s") or []
     if lat:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from supervisor.eventindex import EventIndex, EventKind, IndexUnavailable, default_db
+from supervisor.config.units import load_units
+from supervisor.eventindex import EventIndex, EventKind, IndexUnavailable, Reading, UnitReadings, default_db
+from supervisor.eventindex.index import TAIL_QUIET
 from supervisor.eventindex.indexer import EventIndexer
-from supervisor.eventindex.transcripts import TURN_CAP, marks_path
-from supervisor.eventindex.turns import Timeline, grams, marker_for, session_start, split
+from supervisor.eventindex.shaping import TAIL_CHARS, TURN_CAP
+from supervisor.eventindex.transcripts import marks_path
+from supervisor.eventindex.turns import MAX_CHARS, Timeline, grams, marker_for, session_start, split
 from supervisor.memory import append_note, init_store, record_decision
 from supervisor.session.fence import Fence, FenceSpec
 from supervisor.session.transcript import read_clean_at
@@ -51,6 +56,19 @@ def rows(ix: EventIndex) -> list[tuple[str, int, float, str]]:
     """Every event as (path, at, time, body), in order: what two indexes of the same files must agree on."""
     return ix.conn.execute("SELECT s.path, e.at, round(e.time, 3), t.body FROM events e JOIN sources s ON "
                            "s.id = e.source JOIN texts t ON t.id = e.id ORDER BY s.path, e.at").fetchall()
+
+
+def grow(ix: EventIndex, path: Path, data: bytes, rng: random.Random, most: int, budgets: list[int | None]) -> None:
+    """``data`` appended to ``path`` (emptied first) in random pieces of up to ``most`` bytes, cutting lines and
+    characters anywhere, with an update of ``ix`` (a random budget) after each."""
+    path.write_bytes(b"")
+    done = 0
+    while done < len(data):
+        step = rng.randint(1, most)
+        with open(path, "ab") as fh:
+            fh.write(data[done:done + step])
+        done += step
+        ix.update(budget=rng.choice(budgets))
 
 
 # -- turns, grams, times ----------------------------------------------------------------------------------------
@@ -159,15 +177,8 @@ def test_a_transcript_growing_while_indexed_gives_the_rebuilt_index(proj: Path) 
     text = "".join(f"fake> task {i} 任务{i}\n" + "".join(f"line {i}.{j} ünï 编码\n" for j in range(rng.randint(0, 30)))
                    for i in range(400)).encode()
     path = transcript(proj)
-    path.write_bytes(b"")
     with index(proj) as ix:
-        done = 0
-        while done < len(text):
-            step = rng.randint(1, 6000)
-            with open(path, "ab") as fh:
-                fh.write(text[done:done + step])  # cuts lines and characters anywhere
-            done += step
-            ix.update(budget=rng.choice([None, 1]))
+        grow(ix, path, text, rng, 6000, [None, 1])
         while ix.update(budget=1).more:
             pass
         grown = rows(ix)
@@ -177,21 +188,140 @@ def test_a_transcript_growing_while_indexed_gives_the_rebuilt_index(proj: Path) 
     assert marks_path(path).is_file()
 
 
-def test_a_flood_turn_is_indexed_up_to_its_cap_and_its_last_part(proj: Path) -> None:
+def test_a_flood_turn_is_indexed_as_its_head_and_tail(proj: Path) -> None:
     lines = [f"flood line {i:07d} {'x' * 60}\n" for i in range(40_000)]  # about 3 MB in one turn
+    lines[2] = "the needle-at-the-start\n"
     lines[20_000] = "the needle-in-the-middle\n"
     lines[-1] = "the needle-at-the-end\n"
     transcript(proj).write_text("fake> cat big.log\n" + "".join(lines) + "fake> ")
     with index(proj) as ix:
         while ix.update(budget=1 << 20).more:
             pass
-        assert ix.search(["flood line 0000001"])
+        assert [h.at for h in ix.search(["needle-at-the-start"])] == [0]  # the head: from the prompt line
+        assert ix.search(["needle-in-the-middle"]) == []
+        [tail] = ix.search(["needle-at-the-end"])
+        indexed = sum(len(r[3].encode()) for r in rows(ix))
+        assert indexed <= MAX_CHARS + TAIL_CHARS + len("fake> ") < 3 * 4000  # not 3 MB
+        middle = transcript(proj).read_bytes().index(b"the needle-in-the-middle")
+        assert read_clean_at(transcript(proj), middle, 1) == ["the needle-in-the-middle"]  # still in the file
+        assert read_clean_at(transcript(proj), tail.at, 1)[0].startswith("flood line")  # the tail starts a line
+        assert transcript(proj).stat().st_size - tail.at <= TAIL_CHARS + 100
+
+
+def test_a_unit_with_full_text_keeps_every_part_up_to_the_cap(proj: Path) -> None:
+    lines = [f"flood line {i:07d} {'x' * 60}\n" for i in range(40_000)]
+    lines[2000] = "the needle-in-the-head-cap\n"
+    lines[20_000] = "the needle-in-the-middle\n"
+    lines[-1] = "the needle-at-the-end\n"
+    transcript(proj).write_text("fake> cat big.log\n" + "".join(lines) + "fake> ")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=lambda unit: Reading(FAKE, full=True)) as ix:
+        while ix.update(budget=1 << 20).more:
+            pass
+        assert ix.search(["needle-in-the-head-cap"])  # 150 KB in: inside the cap
         assert ix.search(["needle-in-the-middle"]) == []
         assert ix.search(["needle-at-the-end"])
         indexed = sum(len(r[3].encode()) for r in rows(ix))
         assert TURN_CAP <= indexed < TURN_CAP + 3 * 4000 * 4
-        middle = transcript(proj).read_bytes().index(b"the needle-in-the-middle")
-        assert read_clean_at(transcript(proj), middle, 1) == ["the needle-in-the-middle"]
+
+
+def test_a_run_of_repeated_lines_is_kept_once(proj: Path) -> None:
+    transcript(proj).write_text("fake> pip install\n" + "Downloading wheel_cache_7 ...\n" * 100 + "done\nfake> ")
+    with index(proj) as ix:
+        ix.update()
+        assert len(ix.search(["wheel_cache_7"])) == 1
+        assert rows(ix)[0][3] == "fake> pip install\nDownloading wheel_cache_7 ... [×100]\ndone\n"
+    long = "fake> pip install\n" + "Downloading wheel_cache_8 ...\n" * 1000 + "done\nfake> "
+    transcript(proj, session="20261201T110000-bbbbbb").write_text(long)
+    with index(proj) as ix:
+        ix.update()
+        head, tail, _prompt = (r[3] for r in rows(ix) if "bbbbbb" in r[0])  # a long turn: its head and its tail, each collapsed
+        assert head == "fake> pip install\nDownloading wheel_cache_8 ... [×132]\n"
+        assert tail.startswith("Downloading wheel_cache_8 ... [×") and tail.endswith("]\ndone\n")
+
+
+def test_the_wakeup_typed_at_the_prompt_is_not_indexed_again(proj: Path) -> None:
+    """Issue 26: each session's wakeup echoed on the screen was a hit of its own for every decision in it."""
+    record_decision(proj, "use zstd_codec_choice for caches", "because it is fast, so we use it", module="core")
+    from supervisor.continuity.wakeup import build_wakeup
+
+    briefing = build_wakeup(proj, "core").text
+    assert "zstd_codec_choice" in briefing
+    for n, session in enumerate(("20261201T100000-aaaaaa", "20261201T110000-bbbbbb")):
+        answer = f"working on: the cache\nReading src/cache_layer_9.py, part {n}\n"
+        transcript(proj, session=session).write_text("banner\nfake> " + briefing + "\n" + answer + "fake> ")
+    with index(proj) as ix:
+        ix.update()
+        assert [h.kind for h in ix.search(["zstd_codec_choice"])] == [EventKind.DECISION]
+        hits = ix.search(["cache_layer_9"])  # what the agent did after its wakeup is indexed
+        assert len(hits) == 2 and all(h.kind is EventKind.TURN for h in hits)
+        assert hits[0].text.count("Wakeup briefing") <= 1
+        assert len(ix.search(["wakeup briefing"])) == 2  # the wakeup's first line stays: one per session
+
+
+def test_a_transcript_with_long_turns_grown_a_step_at_a_time_gives_the_rebuilt_index(proj: Path) -> None:
+    """Heads, tails, repeated lines, wakeups and CJK, cut anywhere while they grow: the same events as at once."""
+    rng = random.Random(26)
+    turns = []
+    for i in range(120):
+        kind = rng.random()
+        if kind < 0.1:
+            body = "# Wakeup briefing: module core\n\n## Current task\nfix it\n\n## Warnings\n(none)\n\nworking\n"
+        elif kind < 0.4:
+            body = "".join(f"log {i}.{j} {'编码' if j % 7 == 0 else 'abc'} {'z' * rng.randint(0, 300)}\n"
+                           for j in range(rng.randint(50, 400)))
+        elif kind < 0.5:
+            body = "same line again\n" * rng.randint(2, 500) + f"end {i}\n"
+        else:
+            body = "".join(f"line {i}.{j} ünï\n" for j in range(rng.randint(0, 20)))
+        turns.append(f"fake> task {i} 任务{i}\n" + body)
+    text = "".join(turns).encode()
+    path = transcript(proj)
+    with index(proj) as ix:
+        grow(ix, path, text, rng, 40_000, [None, 1, 100_000])
+        while ix.update(budget=1).more:
+            pass
+        grown = rows(ix)
+        assert len({r[1] for r in grown}) == len(grown)
+        assert sum(len(r[3]) for r in grown) < len(text) / 3  # heads and tails, not everything
+        ix.reindex()
+        assert rows(ix) == grown
+
+
+def test_the_daemon_leaves_a_growing_tail_for_later(proj: Path) -> None:
+    """``live``: the tail of a long turn still growing is indexed again only once its transcript is quiet."""
+    path = transcript(proj)
+    path.write_text("fake> build\n" + "".join(f"compile unit {i}\n" for i in range(2000)) + "first_tail_mark\n")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=lambda unit: FAKE, live=True) as ix:
+        ix.update()
+        assert ix.search(["first_tail_mark"])  # the first look indexes the tail
+        with open(path, "a") as fh:
+            fh.write("".join(f"link unit {i}\n" for i in range(500)) + "second_tail_mark\n")
+        ix.update()
+        assert ix.search(["second_tail_mark"]) == [] and ix.search(["first_tail_mark"]) == []
+        assert ix.search(["compile unit 1"])  # the head stays
+        quiet = time.time() - TAIL_QUIET - 1
+        os.utime(path, (quiet, quiet))
+        ix.update()  # unchanged since, but its tail is due: read again
+        assert ix.search(["second_tail_mark"])
+        grown = rows(ix)
+    with index(proj) as fresh:
+        fresh.reindex()
+        assert rows(fresh) == grown
+
+
+def test_a_unit_file_chooses_full_text_and_a_bad_choice_names_the_key(proj: Path) -> None:
+    units = proj / "units"
+    units.mkdir()
+    (units / "full.toml").write_text('[agent]\ncommand = ["true"]\nprompt = "fake> $"\nindex = "full"\n')
+    (units / "plain.toml").write_text('[agent]\ncommand = ["true"]\nkind = "codex"\n')
+    (units / "bad.toml").write_text('[agent]\ncommand = ["true"]\nindex = "everything"\n')
+    readings = UnitReadings(units)
+    assert readings("full").full and readings("full").marker.line_starts("x\nfake> y\n") == [2]
+    assert not readings("plain").full and readings("plain").kind == "codex"
+    assert not readings("bad").full  # a broken unit file: the default reading
+    _, errors = load_units(units)
+    assert [str(e) for e in errors] == [f"{units / 'bad.toml'}: [agent] index: Input should be 'summary' or 'full' "
+                                        "(got 'everything')"]
 
 
 def test_memory_files_changed_rewritten_or_removed_are_followed(proj: Path) -> None:
@@ -287,16 +417,17 @@ def test_a_reader_that_may_not_write_the_state_directory_still_searches(proj: Pa
         assert out.stdout.splitlines() == ["fenced", "['fake> fenced_word here']"], out.stderr
 
 
-def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -> None:
+def test_the_indexer_thread_follows_a_growing_transcript_backs_off_and_stops(proj: Path) -> None:
     (proj / "units").mkdir()
     (proj / "units" / "demo.toml").write_text('[agent]\ncommand = ["true"]\nprompt = "fake> $"\n')
     path = transcript(proj)
     path.write_text("fake> first_marker\n")
-    indexer = EventIndexer(proj, state(proj), proj / "units", interval=0.05)
+    indexer = EventIndexer(proj, state(proj), proj / "units", interval=0.05, idle_max=0.4)
     indexer.start()
     try:
         reader = EventIndex(default_db(state(proj)), proj, state(proj))
         wait_until(lambda: reader.search(["first_marker"]), 60, what="the first turn indexed")  # nice 19: slow when busy
+        wait_until(lambda: indexer.pause == 0.4, 60, what="the indexer backing off while nothing changes")
         with open(path, "a") as fh:
             fh.write("ok\nfake> second_marker\n")
         hit = wait_until(lambda: reader.search(["second_marker"]), 60, what="the appended turn indexed")
@@ -305,6 +436,118 @@ def test_the_indexer_thread_follows_a_growing_transcript_and_stops(proj: Path) -
     finally:
         indexer.stop()
     assert not indexer.alive
+
+
+# -- Codex and Claude Code: their own record ---------------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def linked_record(proj: Path, kind: str, data: bytes, unit: str = "agent") -> Path:
+    """A session of a ``kind`` unit whose record holds ``data`` (its TUI transcript holds only redraws)."""
+    from supervisor.trail.records import write_link
+
+    (proj / "units").mkdir(exist_ok=True)
+    (proj / "units" / f"{unit}.toml").write_text(f'[agent]\nkind = "{kind}"\ncommand = ["{kind}"]\n'
+                                                  '[agent.env]\nVENDOR_TOKEN = "hunter2-vendor-secret"\n')
+    text = transcript(proj, unit)
+    text.write_text("› TRAIL: make the parser\n\x1b redraw tui_redraw_noise ─────\n")
+    record = proj.parent / "home" / f"{kind}-session.jsonl"
+    record.parent.mkdir(exist_ok=True)
+    record.write_bytes(data)
+    write_link(text, kind, record)
+    return record
+
+
+def readings(proj: Path) -> UnitReadings:
+    return UnitReadings(proj / "units")
+
+
+def grow_and_compare(proj: Path, record: Path, data: bytes, seed: int) -> list[tuple[str, int, float, str]]:
+    """The record written a few lines at a time, indexed between: the events of one reading of it."""
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        grow(ix, record, data, random.Random(seed), 3000, [None, 1])
+        grown = rows(ix)
+        ix.reindex()
+        assert rows(ix) == grown
+        return grown
+
+
+def test_a_codex_session_is_indexed_from_its_rollout(proj: Path) -> None:
+    from tests import trail_scenario as ts
+
+    data = (DATA / "codex_rollout_trail.jsonl").read_bytes()
+    record = linked_record(proj, "codex", data)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert ix.search(["tui_redraw_noise"]) == []  # the screen is not indexed: the record is
+        [ask] = ix.search(["make the parser accept empty input"])
+        assert ask.kind is EventKind.TRAIL and ask.text.startswith("asked: ") and ask.unit == "agent"
+        assert ask.where(proj) == f"{record}:{ask.at}  (its own record of session {SESSION})"
+        [run] = ix.search([ts.TEST_COMMAND])
+        body = next(r[3] for r in rows(ix) if ts.TEST_COMMAND in r[3])
+        assert body.startswith(f"$ {ts.TEST_COMMAND}\nexit 1\n") and "IndentationError" in body  # as recorded
+        assert ix.search([f"edited: {ts.EDIT}"]) and ix.search(["plan:", "Make empty input parse"])
+        assert ix.search(["said:"])  # the agent's own message
+    grown = grow_and_compare(proj, record, data, 15)
+    assert sum(len(r[3]) for r in grown) < len(data) / 2
+
+
+def test_a_claude_session_is_indexed_from_its_transcript_with_secrets_cut(proj: Path) -> None:
+    from tests import trail_scenario as ts
+
+    data = (DATA / "claude_transcript_trail.jsonl").read_bytes()
+    leak = json.dumps({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_leak", "content": "token hunter2-vendor-secret and "
+         "AKIAIOSFODNN7EXAMPLE in the output"}]}}).encode() + b"\n"
+    call = json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_leak", "name": "Bash", "input": {"command": "env | grep TOKEN"}}]}}).encode()
+    data += call + b"\n" + leak
+    record = linked_record(proj, "claude", data)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert [h.kind for h in ix.search([ts.ASK])] == [EventKind.TRAIL]
+        assert ix.search([f"read: {ts.READS[0]}"]) and ix.search([f"edited: {ts.EDIT}"])
+        body = next(r[3] for r in rows(ix) if "env | grep TOKEN" in r[3])
+        assert "hunter2-vendor-secret" not in body and "AKIAIOSFODNN7EXAMPLE" not in body and "in the output" in body
+        assert ix.search(["hunter2"]) == [] and ix.search(["AKIAIOSFODNN7"]) == []
+    grow_and_compare(proj, record, data, 16)
+
+
+def test_a_call_waits_for_its_result_within_the_pairing_window(proj: Path) -> None:
+    call = {"type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                                                 "arguments": json.dumps({"cmd": "make long_build_target"})}}
+    out = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1",
+                                                "output": "Process exited with code 3\nOutput:\nlinker_failed_here\n"}}
+    record = linked_record(proj, "codex", json.dumps(call).encode() + b"\n")
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert [h.text for h in ix.search(["long_build_target"])] == ["$ make long_build_target"]  # open for now
+        with open(record, "ab") as fh:
+            fh.write(json.dumps(out).encode() + b"\n")
+        ix.update()
+        [hit] = ix.search(["long_build_target", "linker_failed_here"])  # one event: the call and how it ended
+        assert "exit 3" in hit.text
+
+
+def test_a_linked_record_must_be_a_regular_file(proj: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.jsonl"
+    secret.write_text(json.dumps({"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                                        "content": "private_words_here"}}) + "\n")
+    record = linked_record(proj, "codex", b"")
+    record.unlink()
+    record.symlink_to(secret)
+    with EventIndex(default_db(state(proj)), proj, state(proj), markers=readings(proj)) as ix:
+        ix.update()
+        assert ix.search(["private_words_here"]) == []
+        assert ix.search(["tui_redraw_noise"])  # without a readable record: the screen, as for any agent
+
+
+def test_agentd_texts_are_those_the_keeper_knows() -> None:
+    from supervisor.continuity.keeper import AGENTD_PREFIXES
+    from supervisor.eventindex.shaping import AGENTD_TEXT
+
+    assert AGENTD_TEXT == AGENTD_PREFIXES
 
 
 # -- the CLI, the MCP tool and the daemon ---------------------------------------------------------------------------

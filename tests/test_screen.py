@@ -147,3 +147,62 @@ def test_huge_single_chunk_keeps_only_the_tail() -> None:
 def test_bad_sizes_are_rejected(rows: int, cols: int, tail: int) -> None:
     with pytest.raises(ValueError):
         Screen(rows, cols, tail)
+
+
+def _whole(screen: Screen) -> tuple[list[str], tuple[int, int], int]:
+    """What pyte shows of the whole kept tail (no cut to the last lines): the reference for the cut."""
+    whole = pyte.Screen(screen.cols, screen.rows)
+    data = bytes(screen._buf[-screen.tail:])
+    if len(screen._buf) > screen.tail or screen._trimmed:
+        data = data[data.find(b"\n") + 1:]
+    pyte.ByteStream(whole).feed(data)
+    return whole.display, (whole.cursor.y, whole.cursor.x), len(data)
+
+
+def test_plain_output_renders_only_its_last_lines_with_the_same_screen() -> None:
+    """Plain text (no cursor moves but newlines) is rendered from its last ``rows`` lines: the same
+    screen and cursor as the whole tail, for a fraction of pyte's work."""
+    import random
+
+    rng = random.Random(19)
+    pieces = [b"line of text\r\n", b"x" * 130 + b"\r\n", b"\r\n", b"50%\r60%\r\n", b"\x1b[31mred\x1b[0m\r\n",
+              b"tab\there\r\n", "ünï\r\n".encode(), b"back\x08\x08ck\r\n", b"no newline yet", b"\n",
+              b"y" * 20 + b"\r\n", b"z" * 80, b"\r", b"\x1b]0;title\x07"]
+    moves = [b"\x1b[H", b"\x1b[2;5H", b"\x1bM", b"\x1b[A", b"\x0b"]
+    cut = 0
+    for trial in range(240):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 150)))
+        if trial % 3 == 0:  # cursor moves: the whole tail is rendered
+            data += rng.choice(moves) + b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        rows, cols = rng.choice([(5, 20), (40, 120), (24, 80)])
+        screen = Screen(rows, cols, tail=rng.choice([DEFAULT_TAIL, 2048]))
+        screen.feed(data)
+        shown = screen.render()
+        display, cursor, whole = _whole(screen)
+        assert (shown.display, (shown.cursor.y, shown.cursor.x)) == (display, cursor), data[-400:]
+        cut += screen.rendered_bytes < whole
+        if trial % 3 == 0:
+            assert screen.plain_tail() is None
+    assert cut > 100  # most plain tails were cut to their last lines
+
+
+def test_a_plain_flood_renders_a_screenful_not_the_tail() -> None:
+    screen = Screen(40, 120)
+    screen.feed(b"000000001 agent output line abcdefghijklmnopqrstuvwxyz0123456789\r\n" * 2000)
+    assert screen.lines()[-2].startswith("000000001 agent output line") and screen.cursor() == (39, 0)
+    assert screen.rendered_bytes < 40 * 100 < DEFAULT_TAIL
+
+
+def test_a_blocking_screen_is_found_without_rendering_plain_output_that_cannot_show_one() -> None:
+    from supervisor.adapters.base import BlockKind
+    from supervisor.adapters.screens import screen_block
+
+    screen = Screen(40, 120)
+    screen.feed(b"\x1b[32mbuilding\x1b[0m module 3 of 9\r\n" * 500)
+    assert screen_block("generic", screen) is None
+    assert screen.renders == 0  # plain text with none of the screens' words: nothing to render
+    screen.feed(b"Do you \x1b[1mtrust\x1b[0m the files in this folder?\r\n")
+    assert screen_block("generic", screen) is BlockKind.TRUST and screen.renders == 1
+    drawn = Screen(10, 60)  # drawn with cursor moves, one character at a time: always rendered
+    drawn.feed(b"".join(b"\x1b[3;%dH%c" % (i + 1, c) for i, c in enumerate(b"Trust this folder?")))
+    assert screen_block("generic", drawn) is BlockKind.TRUST

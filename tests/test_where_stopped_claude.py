@@ -67,6 +67,7 @@ grace = 2
     wait_until(lambda: ts.EDIT_NEW in (root / ts.EDIT).read_text(), 90, what="the scenario's edit")
     wait_until(lambda: any(ts.DONE in json.dumps(e.get("reply")) for e in jail.entries()), 60, what="the scenario's end")
     wait_until(lambda: (r := project.unit_status("claude")) and r["turn"] == "idle", 60, interval=0.1, what="the turn end")
+    ts.assert_indexed_from_the_record(project, "claude")
     left = checkout(root)
     before = len(jail.turns())
     project.agentd("checkpoint", "claude")

@@ -35,6 +35,7 @@ def test_codex_wakes_up_where_it_stopped_after_ignoring_the_checkpoint(project: 
     wait_until(lambda: ts.EDIT_NEW in (project.root / ts.EDIT).read_text(), 90, what="the scenario's edit")
     wait_until(lambda: any(ts.DONE in json.dumps(r.get("reply")) for r in log(jail)), 60, what="the scenario's end")
     wait_idle(project)
+    ts.assert_indexed_from_the_record(project, "cx")
     left = checkout(project.root)
     project.agentd("checkpoint", "cx")
     record = [json.loads(line) for line in project.agentd("history", "cx", "--json").stdout.splitlines()][-1]

@@ -21,6 +21,7 @@ exits with :data:`TEST_EXIT`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 ASK_MARK = "TRAIL:"
@@ -76,3 +77,18 @@ def project_files(root: Path) -> None:
     (root / "tests" / "check_parser.py").write_text(
         "import sys\nsys.path.insert(0, 'src')\nfrom parser import parse\n"
         f"if parse('') != []:\n    print('FAIL: empty input does not parse')\n    sys.exit({TEST_EXIT})\nprint('ok')\n")
+
+
+def assert_indexed_from_the_record(project: Any, unit: str) -> None:
+    """The event index reads what the agent did from its own record, linked beside the transcript (issue 29):
+    the failing check and how it ended are one ``trail`` event."""
+    from tests.conftest import wait_until
+
+    assert any((project.state / "transcripts" / unit).glob("*.record"))
+
+    def hit() -> str:
+        found = project.agentd("recall", "--events", TEST_COMMAND, f"exit {TEST_EXIT}", "--unit", unit, "--json",
+                               check=False)
+        return next((line for line in found.stdout.splitlines() if '"kind": "trail"' in line), "")
+
+    wait_until(hit, 60, interval=0.5, what="the failing check and its exit status in the event index")

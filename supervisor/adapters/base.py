@@ -423,6 +423,12 @@ class Adapter(ABC):
         session ended.  Default: None."""
         return None
 
+    def record(self, session: Session) -> Path | None:
+        """The file in which the agent keeps its own record of ``session`` (Codex's rollout, Claude Code's
+        session transcript) once the adapter knows it; None for a kind that keeps none.  The driver links
+        it beside the transcript (:mod:`supervisor.trail.records`) for the event index.  Default: None."""
+        return None
+
     def sandbox(self) -> Sandbox:
         """The agent's own sandbox for this unit (default: the agent kind has none)."""
         fenced = fence_on(self.spec)

@@ -37,6 +37,7 @@ from ..session.cgroup import project_key
 from ..session.containment import Containment
 from ..session.process import ExitInfo
 from ..session.pty import Session, SpawnError, new_session_id
+from ..trail.records import write_link
 from . import confine
 from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Meaning, TurnWatcher, safe_text
 from .confine import Confined
@@ -68,6 +69,7 @@ class Driver:
     clock: Callable[[], float] = time.monotonic
     #: True while a person types in an attached terminal (agentd holds its own typing back).
     person_typing: Callable[[], bool] = field(default=_never)
+    _linked: Path | None = field(default=None, init=False, repr=False)  # the record linked (link_record)
 
     # -- identity and figures ------------------------------------------------------
     @property
@@ -154,11 +156,25 @@ class Driver:
         return self.clock() - self.session.last_output_at
 
     def context(self) -> ContextFigure | None:
-        """Context use now, or None when the adapter cannot tell (never raises)."""
+        """Context use now, or None when the adapter cannot tell (never raises).  Each second: also links
+        the agent's own record once the adapter knows it (:meth:`link_record`)."""
         try:
-            return self.adapter.context(self.session)
+            figure = self.adapter.context(self.session)
         except Exception:  # noqa: BLE001 - a broken meter must not stop supervision
-            return None
+            figure = None
+        self.link_record()
+        return figure
+
+    def link_record(self) -> None:
+        """Write ``SESSION.record`` beside the transcript when the agent's record is new (never raises)."""
+        try:
+            record = self.adapter.record(self.session)
+            if record is None or record == self._linked:
+                return
+            self._linked = record
+            write_link(self.session.transcript.text_path, self.adapter.kind, record)
+        except Exception:  # noqa: BLE001 - the link serves the event index only (it is tried again next time)
+            self._linked = None
 
     def failure(self) -> str | None:
         """Why the session cannot go on although its process runs, or None."""

@@ -197,12 +197,15 @@ class GenericAdapter(Adapter):
 
     def blocked(self, session: Session) -> Blocked | None:
         """A trust, login or approval screen on the rendered screen, once output went quiet (supervisor.adapters.screens)."""
-        from .screens import QUIET, find_block
+        from .screens import QUIET, screen_block
 
         session_id, watcher = getattr(self, "_watching", (None, None))
         if watcher is None or session_id != session.session_id or watcher.clock() - watcher.last_output_at < QUIET:
             return None
-        kind = find_block("generic", watcher.screen.text())
+        seen = (session_id, watcher.screen.fed_bytes)  # looked at once per new output (the watch asks each second)
+        if getattr(self, "_block_seen", None) != seen:
+            self._block_seen, self._block_kind = seen, screen_block("generic", watcher.screen)
+        kind = self._block_kind
         return Blocked(kind, f"the agent shows a {kind.value} screen: answer it in `agentd attach`") if kind else None
 
     def trail(self, session: Session) -> Trail | None:

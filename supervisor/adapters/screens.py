@@ -53,6 +53,23 @@ PATTERNS: dict[str, list[tuple[BlockKind, re.Pattern[str]]]] = {
 }
 
 
+#: Words each screen of a kind's :data:`PATTERNS` shows: plain output holding none of them shows none
+#: of those screens, and need not be rendered (pyte costs about 3 µs per byte).
+HINTS: dict[str, tuple[bytes, ...]] = {"generic": (b"rust", b"Sign in", b"login", b"1. Yes")}
+_SGR = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+def screen_block(kind: str, screen: Screen) -> BlockKind | None:
+    """:func:`find_block` on ``screen`` rendered, unless it is plain text without any of the kind's :data:`HINTS`."""
+    hints = HINTS.get(kind)
+    plain = screen.plain_tail() if hints else None
+    if plain is not None and hints is not None:
+        text = _SGR.sub(b"", plain)
+        if not any(h in text for h in hints):
+            return None
+    return find_block(kind, screen.text())
+
+
 def find_block(kind: str, text: str) -> BlockKind | None:
     """The first blocking screen of agent ``kind`` that ``text`` (a rendered screen) shows, or None."""
     for block, pattern in PATTERNS.get(kind, PATTERNS["generic"]):

@@ -46,7 +46,7 @@ def run_events(settings: Any, words: Sequence[str], *, tag: str | None, path: st
     import sqlite3
 
     from ..daemon.pidfile import is_locked
-    from ..eventindex import EventIndex, EventKind, IndexUnavailable, UnitMarkers, default_db
+    from ..eventindex import EventIndex, EventKind, IndexUnavailable, UnitReadings, default_db
 
     if tag or path or modules:
         raise click.UsageError("--tag, --path and --module do not apply to --events (use --unit, --kind)")
@@ -56,7 +56,7 @@ def run_events(settings: Any, words: Sequence[str], *, tag: str | None, path: st
     # while the daemon's indexer keeps the index current, only read it (an agent inside the fence may not write)
     kept = settings.event_index and is_locked(settings.pidfile) and not reindex
     try:
-        with EventIndex(default_db(state), root, state, markers=UnitMarkers(settings.units_path),
+        with EventIndex(default_db(state), root, state, markers=UnitReadings(settings.units_path),
                         readonly=kept) as index:
             if reindex:
                 started = time.monotonic()

@@ -11,7 +11,8 @@ Files named ``*.example.toml`` are examples and are skipped.
 Sections::
 
     [unit]        description, enabled, after, requires
-    [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols
+    [agent]       kind (generic|codex|claude), command (argv list), workdir, env, rows, cols,
+                  index (summary|full: what the event index keeps of the output), prompt, ...
     [scope]       module, paths (globs), forbid (globs), shared (globs), on_violation,
                   fence (auto|on|off), writable (paths)
     [resources]   memory_max, cpu_weight (cgroup limits, where available)
@@ -99,6 +100,8 @@ class AgentSection(_Section):
         default=None, description='how the wakeup reaches the agent (default: "first-message"; "file" for a shell)')
     talks_to: Literal["agent", "shell"] = Field(
         default="agent", description='"shell" for a shell or REPL: agentd types nothing of its own into it')
+    index: Literal["summary", "full"] = Field(default="summary", description='what `recall --events` keeps of the '
+                                              'output: "summary" (what the agent did and said) or "full" (every byte)')
 
     @property
     def wakeup_route(self) -> str:
@@ -281,7 +284,7 @@ class UnitSpec(_Section):
 
     def fingerprint(self) -> str:
         """A digest of everything that, when changed, needs the agent restarted."""
-        data = self.model_dump_json(exclude={"path": True, "unit": {"description"}})
+        data = self.model_dump_json(exclude={"path": True, "unit": {"description"}, "agent": {"index"}})
         return hashlib.sha256(data.encode()).hexdigest()[:16]
 
     def workdir_path(self, project_root: Path) -> Path:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..memory import decisions, engram, facts, lineformat, snapshots
+from ..memory import decision_index, decisions, engram, facts, lineformat, snapshots
 from ..memory.decisions import Entry
 from ..memory.gitfiles import list_files, matches
 from ..memory.store import AgentPaths, read_text, validate_module
@@ -342,28 +342,43 @@ def task_terms(task_text: str) -> tuple[list[str], list[str]]:
 
 def _backtrack_section(paths: AgentPaths, module: str | None, task_text: str, shown: list[Entry],
                        unit: str | None = None) -> Section:
+    """Older decisions among the newest :data:`BACKTRACK_WINDOW` of the global and the module's log whose files or
+    words match the task: read from the decision index (:mod:`~supervisor.memory.decision_index`), which gives
+    what :func:`~supervisor.memory.decisions.latest` would, without parsing lines that did not change."""
     path_like, words = task_terms(task_text)
     restore = _q(["agentd", "recall", "--kind", "decision", *words[:4]]) if words else "agentd recall --kind decision"
     section = Section("backtrack", "Backtrack: older decisions that match the task", [], restore=restore)
     if not path_like and not words:
         return section
     seen = {e.decision.snapshot or (e.path, e.offset) for e in shown}
-    pool, _ = decisions.latest(paths, None, BACKTRACK_WINDOW)
-    if module is not None:
-        pool += decisions.latest(paths, module, BACKTRACK_WINDOW)[0]
+    with decision_index.Session(paths) as index:
+        pool = index.window(None, BACKTRACK_WINDOW)
+        if module is not None:
+            pool += index.window(module, BACKTRACK_WINDOW)
+    lowered = [w.lower() for w in words]
+    touches: dict[str, bool] = {}  # a task path against a decision's file glob (many decisions name the same)
     scored = []
     for e in pool:
-        if (e.decision.snapshot or (e.path, e.offset)) in seen:
+        if (e.snapshot or (e.path, e.offset)) in seen:
             continue
-        d = e.decision
-        hay = f"{d.decision} {d.why} {d.alternatives}".lower()
-        path_hits = sum(1 for p in path_like if any(matches(f, [p]) or matches(p, [f]) for f in d.files))
-        word_hits = sum(1 for w in words if w.lower() in hay)
+        path_hits = 0
+        for p in path_like:
+            for f in e.files:
+                key = f"{p}\0{f}"
+                hit = touches.get(key)
+                if hit is None:
+                    hit = touches[key] = matches(f, [p]) or matches(p, [f])
+                if hit:
+                    path_hits += 1
+                    break
+        word_hits = sum(1 for w in lowered if w in e.hay)
         if path_hits or word_hits >= 2:
             scored.append((path_hits * 3 + word_hits, e.sort_key(), e))
     scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
-    for _, _, e in scored[:BACKTRACK_MAX]:
-        section.add(_entry_line(e, unit), _decision_ref(e))
+    for _, _, item in scored[:BACKTRACK_MAX]:
+        entry = item.entry()
+        if entry is not None:
+            section.add(_entry_line(entry, unit), _decision_ref(entry))
     return section
 
 

@@ -1,4 +1,4 @@
-"""The event index: SQLite FTS5 over transcripts' turns, decisions, engram, facts and cycles.
+"""The event index: SQLite FTS5 over transcripts' turns, agents' own records, decisions, engram, facts and cycles.
 
 A cache over the files (:mod:`.sources`), kept in the state directory
 (``<state>/events.db``, mode 0600, never committed) and rebuilt from them at
@@ -39,13 +39,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sources import EventKind, Row, Source, SourceKind, UnitMarkers, discover, memory_rows
-from .transcripts import Marks, Position, step
+from .sources import (EventKind, Links, Reading, Row, Source, SourceKind, UnitReadings, discover, memory_rows,
+                      reading_of)
+from . import trails
+from .transcripts import Marks, Position, Step, step
 from .search import POOL, EventHit, search
 from .turns import Marker, grams
 
-SCHEMA_VERSION = "2"  # 2: totals
+SCHEMA_VERSION = "3"  # 2: totals; 3: turns indexed as head and tail (shaping.py)
 DEFAULT_HALF_LIFE_DAYS = 14.0
+#: A growing long turn's tail is indexed again at most this often (seconds) ...
+TAIL_REFRESH = 60.0
+#: ... and as soon as its transcript has not changed for this long.
+TAIL_QUIET = 10.0
+#: Agent kinds whose own record (linked beside the transcript) is indexed instead of their screen.
+RECORD_KINDS = ("codex", "claude")
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sources(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, unit TEXT,
@@ -85,14 +93,23 @@ class EventIndex:
     ``readonly``: search only, never write (nothing is created; for a process
     that may not write the state directory, such as an agent's tools inside
     the fence); raises :class:`IndexUnavailable` when there is no index.
+
+    ``live`` (the daemon's indexer): the tail of a long turn that is still
+    growing is indexed again at most every :data:`TAIL_REFRESH` seconds, and
+    once its transcript has been quiet for :data:`TAIL_QUIET` seconds (each
+    step otherwise indexes it again, most of the indexer's work while agents
+    stream); without it every update indexes everything it read.
     """
 
     def __init__(self, db: Path, root: Path, state_dir: Path, *,
-                 markers: Callable[[str], Marker] | None = None, busy_timeout: float = 10.0,
-                 readonly: bool = False) -> None:
+                 markers: Callable[[str], Reading | Marker] | None = None, busy_timeout: float = 10.0,
+                 readonly: bool = False, live: bool = False) -> None:
         self.db, self.root, self.state_dir = Path(db), Path(root), Path(state_dir)
-        self.markers = markers or UnitMarkers(None)
+        self.markers = markers or UnitReadings(None)
         self._marks = Marks()
+        self._tails: dict[str, float] = {}  # transcript -> when its open tail was last indexed (monotonic)
+        self._links = Links()
+        self.live = live
         self._busy = busy_timeout
         if readonly:
             self.conn = self._connect_readonly()
@@ -199,11 +216,19 @@ class EventIndex:
         added = files = 0
         more = False
         for source in discover(self.root, self.state_dir):
+            reading = None
+            if source.kind is SourceKind.TRANSCRIPT:
+                reading = reading_of(self.markers(source.unit or ""))
+                if not reading.full and reading.kind in RECORD_KINDS:  # what the agent did and said: its own record
+                    source = self._links.record(source) or source
+            if source.path in present:
+                continue  # a record two sessions link (the newest one's is read)
             present.add(source.path)
             if more or known.get(source.path) == source.signature:
                 continue  # unchanged (a transcript with more to read is stored with size -1)
-            if source.kind is SourceKind.TRANSCRIPT:
-                n, changed, spent, more = self._transcript(source, budget)
+            if reading is not None:
+                read = self._record if source.kind is SourceKind.RECORD else self._transcript
+                n, changed, spent, more = read(source, budget, reading)
                 if budget is not None:
                     budget -= spent
                     more = more or budget <= 0
@@ -237,6 +262,14 @@ class EventIndex:
                                 (source.path, source.kind.value, source.unit, source.session, source.module))
         return int(cur.lastrowid or 0)
 
+    def _defer_tail(self, source: Source) -> bool:
+        """Whether to leave out the open tail of a transcript's long turn this time (:data:`TAIL_REFRESH`)."""
+        if not self.live or source.stat is None:
+            return False
+        last = self._tails.get(source.path)
+        growing = time.time() - source.stat.st_mtime < TAIL_QUIET
+        return growing and last is not None and time.monotonic() - last < TAIL_REFRESH
+
     def _memory(self, source: Source) -> tuple[int, int]:
         rows = memory_rows(source, self.root)  # read outside the lock; the signature is from before the read
         with self._write():
@@ -247,16 +280,38 @@ class EventIndex:
                               (*(source.signature or (None, 0, 0)), sid))
         return len(rows), 1
 
-    def _transcript(self, source: Source, budget: int | None) -> tuple[int, int, int, bool]:
+    def _transcript(self, source: Source, budget: int | None, reading: Reading) -> tuple[int, int, int, bool]:
+        def read(was: Position, limit: int | None) -> Step | None:
+            result = step(Path(source.path), source.session or "", was, reading.marker, self._marks, limit,
+                          full=reading.full, defer_tail=self._defer_tail(source))
+            if result is not None and result.open_tail and not result.deferred:
+                self._tails[source.path] = time.monotonic()
+            return result
+
+        return self._steps(source, budget, read)
+
+    def _record(self, source: Source, budget: int | None, reading: Reading) -> tuple[int, int, int, bool]:
+        from ..session.redact import redact_text
+
+        env = dict(reading.env)
+        root = str(self.root.resolve())
+
+        def read(was: Position, limit: int | None) -> Step | None:
+            return trails.step(Path(source.path), source.agent or reading.kind, was, limit, root=root,
+                               redact=lambda text: redact_text(text, env))
+
+        return self._steps(source, budget, read)
+
+    def _steps(self, source: Source, budget: int | None,
+               read: Callable[[Position, int | None], Step | None]) -> tuple[int, int, int, bool]:
+        """Steps of a growing file (a transcript or a record), one transaction each, until its end or ``budget``."""
         added = spent = changed = 0
-        marker = self.markers(source.unit or "")
         while True:
             with self._write():
                 row = self.conn.execute("SELECT ino, size, mtime_ns, pos, turn_start FROM sources WHERE path = ?",
                                         (source.path,)).fetchone()
                 was = Position(*row) if row is not None else Position()
-                result = step(Path(source.path), source.session or "", was, marker, self._marks,
-                              None if budget is None else max(budget - spent, 1))
+                result = read(was, None if budget is None else max(budget - spent, 1))
                 if result is None:
                     return added, changed, spent, False
                 self._drop(source.path, result.drop_from)
@@ -289,18 +344,24 @@ class EventIndex:
 
     def _drop(self, path: str, from_at: int, *, forget: bool = False) -> None:
         """Delete the events of ``path`` at or after ``from_at`` (and the file's row when ``forget``)."""
-        ids = "SELECT e.id FROM events e JOIN sources s ON s.id = e.source WHERE s.path = ? AND e.at >= ?"
-        args = (path, from_at)
-        self.conn.execute(f"UPDATE totals SET events = events - c, chars = chars - n FROM (SELECT count(*) AS c, "
-                          f"coalesce(sum(length(body)), 0) AS n FROM texts WHERE id IN ({ids}))", args)
-        self.conn.execute(f"INSERT INTO ev_tri(ev_tri, rowid, body) SELECT 'delete', id, body FROM texts "
-                          f"WHERE id IN ({ids})", args)
-        self.conn.execute(f"INSERT INTO ev_big(ev_big, rowid, grams) SELECT 'delete', id, grams FROM texts "
-                          f"WHERE id IN ({ids})", args)
-        self.conn.execute(f"DELETE FROM texts WHERE id IN ({ids})", args)
-        self.conn.execute(f"DELETE FROM events WHERE id IN ({ids})", args)
+        row = self.conn.execute("SELECT id FROM sources WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return
+        sid = row[0]
+        gone = self.conn.execute("SELECT t.id, t.body, t.grams FROM events e JOIN texts t ON t.id = e.id "
+                                 "WHERE e.source = ? AND e.at >= ?", (sid, from_at)).fetchall()
+        if gone:
+            ids = [(i,) for i, _, _ in gone]
+            self.conn.executemany("INSERT INTO ev_tri(ev_tri, rowid, body) VALUES ('delete', ?, ?)",
+                                  [(i, b) for i, b, _ in gone])
+            self.conn.executemany("INSERT INTO ev_big(ev_big, rowid, grams) VALUES ('delete', ?, ?)",
+                                  [(i, g) for i, _, g in gone])
+            self.conn.executemany("DELETE FROM texts WHERE id = ?", ids)
+            self.conn.executemany("DELETE FROM events WHERE id = ?", ids)
+            self.conn.execute("UPDATE totals SET events = events - ?, chars = chars - ?",
+                              (len(gone), sum(len(b) for _, b, _ in gone)))
         if forget:
-            self.conn.execute("DELETE FROM sources WHERE path = ?", (path,))
+            self.conn.execute("DELETE FROM sources WHERE id = ?", (sid,))
 
     # ------------------------------------------------------------------ reading
     def count(self) -> dict[str, int]:

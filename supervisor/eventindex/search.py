@@ -77,6 +77,8 @@ class EventHit:
             rel = self.path
         if self.kind is EventKind.STOPPED:
             return f"agentd history {self.unit}  ({rel}:{self.at})"
+        if self.kind is EventKind.TRAIL:
+            return f"{rel}:{self.at}  (its own record of session {self.session})"
         return f"{rel}:{self.at}"
 
     def render(self, root: Path) -> str:

@@ -25,6 +25,7 @@ import contextlib
 import enum
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -34,6 +35,8 @@ from typing import Any
 from ..durable import parse_jsonl
 from ..memory import decisions, engram, facts, lineformat
 from ..memory.store import AgentPaths
+from ..trail.records import SUFFIX as RECORD_SUFFIX
+from ..trail.records import read_link
 from .turns import Marker, marker_for
 
 #: History fields that hold a cycle's "where you stopped" (issue 15 writes them).
@@ -48,6 +51,7 @@ class EventKind(str, enum.Enum):
     ENGRAM = "engram"
     FACT = "fact"
     STOPPED = "stopped"  # a cycle's "where you stopped"
+    TRAIL = "trail"  # what a Codex or Claude Code agent asked, said and did, from its own record
 
 
 class SourceKind(str, enum.Enum):
@@ -56,6 +60,7 @@ class SourceKind(str, enum.Enum):
     ENGRAM = "engram"
     FACTS = "facts"
     HISTORY = "history"
+    RECORD = "record"  # a Codex or Claude Code session's own record, linked beside its transcript
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ class Source:
     session: str | None = None
     module: str | None = None
     stat: os.stat_result | None = None
+    link: str | None = None  # a transcript's SESSION.record (supervisor.trail.records), when there is one
+    agent: str | None = None  # a record's agent kind (codex, claude)
 
     @property
     def signature(self) -> tuple[int, int, int] | None:
@@ -106,12 +113,46 @@ def discover(root: Path, state_dir: Path) -> list[Source]:
     transcripts = []  # plain strings and scandir's stat here: a pass looks at every transcript
     for unit_dir in _entries(state_dir / "transcripts"):
         if unit_dir.is_dir():
-            for entry in _entries(unit_dir.path):
+            entries = _entries(unit_dir.path)
+            links = {e.name[:-len(RECORD_SUFFIX)] for e in entries if e.name.endswith(RECORD_SUFFIX)}
+            for entry in entries:
                 if entry.name.endswith(".txt"):
+                    session = entry.name[:-4]
+                    link = os.path.join(unit_dir.path, session + RECORD_SUFFIX) if session in links else None
                     with contextlib.suppress(OSError):
                         transcripts.append(Source(entry.path, SourceKind.TRANSCRIPT, unit=unit_dir.name,
-                                                  session=entry.name[:-4], stat=entry.stat()))
+                                                  session=session, stat=entry.stat(), link=link))
     return out + sorted(transcripts, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
+
+
+class Links:
+    """The record a transcript's link names (:mod:`supervisor.trail.records`), read again when the link changes."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[int, tuple[str, Path] | None]] = {}
+
+    def record(self, transcript: Source) -> Source | None:
+        """The source to read instead of ``transcript``: the agent's record, when linked and present."""
+        if transcript.link is None:
+            return None
+        try:
+            stamp = os.stat(transcript.link).st_mtime_ns
+        except OSError:
+            return None
+        have = self._cache.get(transcript.link)
+        if have is None or have[0] != stamp:
+            have = self._cache[transcript.link] = (stamp, read_link(Path(transcript.link)))
+        if have[1] is None:
+            return None
+        kind, path = have[1]
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a record is a regular file, never a link to another
+        return Source(str(path), SourceKind.RECORD, unit=transcript.unit, session=transcript.session, stat=st,
+                      agent=kind)
 
 
 def _entries(directory: Path | str) -> list[os.DirEntry[str]]:
@@ -204,19 +245,38 @@ def _iso_time(value: Any) -> float:
     return 0.0
 
 
-class UnitMarkers:
-    """The prompt-line regex of each unit's transcripts (:func:`.turns.marker_for`), from its unit file.
+@dataclass(frozen=True)
+class Reading:
+    """How one unit's transcripts are read: its prompt lines, and whether every byte is indexed.
+
+    ``full``: the unit's ``[agent] index = "full"`` (else what the agent did and said, see :mod:`.shaping`).
+    """
+
+    marker: Marker
+    full: bool = False
+    kind: str = "generic"
+    env: tuple[tuple[str, str], ...] = ()  # the unit's [agent] env: its secret values are redacted from records
+
+
+def reading_of(value: Reading | Marker) -> Reading:
+    """A :class:`Reading` (a bare :class:`~.turns.Marker` is read the default way)."""
+    return value if isinstance(value, Reading) else Reading(value)
+
+
+class UnitReadings:
+    """Each unit's :class:`Reading` (its prompt-line regex, :func:`.turns.marker_for`, and its ``index``), from
+    its unit file.
 
     Read again when the unit file changes; a unit without a (loadable) file
-    gets the default mark.  Used from one thread at a time.
+    gets the default mark and the default reading.  Used from one thread at a time.
     """
 
     def __init__(self, units_dir: Path | None, load: Callable[[Path, str], Any] | None = None) -> None:
         self.units_dir = units_dir
         self._load = load
-        self._cache: dict[str, tuple[float, Marker]] = {}
+        self._cache: dict[str, tuple[float, Reading]] = {}
 
-    def __call__(self, unit: str) -> Marker:
+    def __call__(self, unit: str) -> Reading:
         path = self.units_dir / f"{unit}.toml" if self.units_dir is not None else None
         try:
             stamp = os.stat(path).st_mtime if path is not None else -1.0
@@ -225,16 +285,17 @@ class UnitMarkers:
         have = self._cache.get(unit)
         if have is not None and have[0] == stamp:
             return have[1]
-        kind, prompt = "generic", None
+        kind, prompt, full, env = "generic", None, False, ()
         if stamp >= 0 and self.units_dir is not None:
             try:
                 spec = self._loader()(self.units_dir, unit)
-                kind, prompt = spec.agent.kind, spec.agent.prompt
+                kind, prompt, full = spec.agent.kind, spec.agent.prompt, spec.agent.index == "full"
+                env = tuple(sorted(spec.agent.env.items()))
             except Exception:  # noqa: BLE001 - a broken unit file: the default mark
                 pass
-        marker = marker_for(kind, prompt)
-        self._cache[unit] = (stamp, marker)
-        return marker
+        reading = Reading(marker_for(kind, prompt), full, kind, env)
+        self._cache[unit] = (stamp, reading)
+        return reading
 
     def _loader(self) -> Callable[[Path, str], Any]:
         if self._load is None:
@@ -242,4 +303,3 @@ class UnitMarkers:
 
             self._load = load_unit
         return self._load
-

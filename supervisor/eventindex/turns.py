@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import functools
 import re
 import time
 from collections.abc import Sequence
@@ -152,6 +153,7 @@ def two_letter(word: str) -> bool:
     return _TWO_LETTER.fullmatch(word) is not None
 
 
+@functools.lru_cache(maxsize=1024)
 def session_start(session: str) -> float | None:
     """Unix time a session started, from its id (``20261130T143200-1a2b3c``, UTC), else None."""
     m = _SESSION_TIME.match(session)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -273,12 +274,28 @@ def _maybe_roll(paths: AgentPaths, module: str | None) -> Path | None:
 # Reading --------------------------------------------------------------------------
 
 def epoch_numbers(paths: AgentPaths, module: str | None) -> list[int]:
-    """Archived epoch numbers of ``module``'s log, ascending (scans the directory)."""
-    stem = paths.log_stem(module)
-    rx = re.compile(re.escape(stem) + r"-epoch-(\d+)\.log")
-    if not paths.dir.is_dir():
+    """Archived epoch numbers of ``module``'s log, ascending (scans the directory, or :data:`_EPOCHS`)."""
+    try:
+        st = os.stat(paths.dir)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(int(m.group(1)) for name in os.listdir(paths.dir) if (m := rx.fullmatch(name)))
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    key = (str(paths.dir), paths.log_stem(module))
+    have = _EPOCHS.get(key)
+    if have is not None and have[0] == stamp:
+        return list(have[1])
+    rx = re.compile(re.escape(key[1]) + r"-epoch-(\d+)\.log")
+    numbers = sorted(int(m.group(1)) for name in os.listdir(paths.dir) if (m := rx.fullmatch(name)))
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS:
+        _EPOCHS[key] = (stamp, tuple(numbers))
+    return numbers
+
+
+#: Epoch numbers per (store, log) as of the store directory's (inode, mtime, ctime): a file made, removed or
+#: renamed in it changes them.  A listing taken within :data:`_SETTLED_NS` of the directory's last change is not
+#: kept (file times are coarse: a second change in the same tick would not show), so it is never stale.
+_EPOCHS: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, ...]]] = {}
+_SETTLED_NS = 2_000_000_000
 
 
 def _latest_epoch(paths: AgentPaths, module: str | None) -> int:

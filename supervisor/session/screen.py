@@ -44,6 +44,11 @@ __all__ = ["DEFAULT_TAIL", "Screen"]
 #: Bytes of raw output kept for rendering.
 DEFAULT_TAIL = 32 * 1024
 
+# Anything that can move the cursor to another line but a newline: every escape sequence except a
+# colour (SGR) or a title (OSC), and the controls pyte takes as a line feed.  A tail without them is
+# plain text.
+_MOVES = re.compile(rb"\x1b(?!\[[0-9;]*m|\][^\x07\x1b]*(?:\x07|\x1b\\))|[\x0b\x0c]")
+
 # Sequences after which nothing earlier can be visible (full reset, erase
 # display, enter the alternate screen).  Searched only in the kept tail.
 _FULL_CLEAR = re.compile(rb"\x1bc|\x1b\[[0-9;]*2J|\x1b\[\?(?:1049|1047|47)h")
@@ -111,8 +116,29 @@ class Screen:
         if cut:
             newline = data.find(b"\n")
             if newline >= 0:
-                return data[newline + 1:]
-        return data
+                data = data[newline + 1:]
+        return self._visible_lines(data)
+
+    def plain_tail(self) -> bytes | None:
+        """:meth:`raw_tail` when it is plain text (no cursor moves but newlines, :data:`_MOVES`: every
+        character it shows is drawn in order, on blank), else None."""
+        data = self.raw_tail()
+        return None if _MOVES.search(data) is not None else data
+
+    def _visible_lines(self, data: bytes) -> bytes:
+        """Of plain text (no cursor moves but newlines, :data:`_MOVES`), only its last ``rows`` lines: the
+        cursor never goes back up, so each row is drawn on blank and nothing before those lines can be on
+        the screen (the same screen, cursor included); pyte's cost is per byte (a streaming agent's
+        32 KiB tail rendered once its output pauses was most of the daemon's CPU after it)."""
+        if _MOVES.search(data) is not None:  # the cursor may go back up: anything may still show
+            return data
+        cut, lines = len(data), 0
+        while lines < self.rows or data[cut - 1:cut] != b"\r":  # and the cut at column 0: after a \r\n
+            cut = data.rfind(b"\n", 0, cut)
+            if cut < 0:
+                return data
+            lines += 1
+        return data[cut + 1:]
 
     def render(self) -> pyte.Screen:
         """A pyte screen of the current size built from the tail (cached until new output)."""

@@ -83,7 +83,7 @@ def test_the_event_index_keeps_a_reader_for_the_newest_transcripts_only(tmp_path
     marks = Marks()
     for n in range(Marks.KEPT + 50):
         marks.get(tmp_path / f"s{n}.txt")
-    assert len(marks._tails) == Marks.KEPT
+    assert len(marks._known) == Marks.KEPT
     marks.add(tmp_path / "s0.txt", 10, 1.5)  # one dropped long ago: read again from its start
     assert marks.get(tmp_path / "s0.txt") == [(10, 1.5)]
 

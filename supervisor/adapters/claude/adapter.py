@@ -199,6 +199,10 @@ class ClaudeAdapter(Adapter):
         return Blocked(kind, todo)
 
     # -- the agent's own events -------------------------------------------------------
+    def record(self, session: Session) -> Path | None:
+        run = self._runs.get(session.session_id)
+        return run.meter.path if run is not None else None
+
     def trail(self, session: Session) -> Any:
         """The session's transcript, parsed (:func:`supervisor.trail.claude.read_transcript`); None
         before it exists.  Reads only: the adapter's own state is left as it is."""

@@ -145,6 +145,10 @@ class CodexAdapter(Adapter):
         box = self.sandbox()
         return None if box.bypassed else f"codex {box.mode}"
 
+    def record(self, session: Session) -> Path | None:
+        state = self._sessions.get(session.session_id)
+        return state.rollout.path if state is not None and state.rollout is not None else None
+
     def trail(self, session: Session) -> Any:
         """The session's rollout, parsed (:func:`supervisor.trail.codex.read_rollout`); None before its
         rollout is known.  Reads only: the adapter's own state is left as it is."""
