@@ -100,6 +100,8 @@ def test_the_writers_stamp_with_the_clock_they_are_given(plain: Path):
 OTHER_CLOCK_READS = {
     ("supervisor/memory/sync.py", "sync_memory"): "stamps a failed sync's attempt; sync.py is another engineer's now",
     ("supervisor/memory/sync.py", "_record_success"): "stamps the sync record; sync.py is another engineer's now",
+    ("supervisor/memory/decisions.py", "epoch_numbers"): "a cached listing of epochs is trusted only once the "
+    "directory's mtime has settled (a filesystem's coarse mtime): a cache's freshness, not a stamp anyone reads",
 }
 _CLOCK_CALLS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"), ("time", "time"),
                 ("time", "time_ns"), ("time", "gmtime"), ("time", "localtime"), ("time", "strftime"),
