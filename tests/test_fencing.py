@@ -107,7 +107,7 @@ def test_refusals_come_from_the_adapters_trail_or_whole_new_transcript_lines(tmp
     fence = unit_fence(root, ["src/**"], [])
     confined = Confined(containment=None, member=None, decision=decide_fence("auto", HAVE, None), fence=fence,  # type: ignore[arg-type]
                         tmp_dir=None, cwd=root)
-    session = SimpleNamespace(transcript=SimpleNamespace(text_path=text))
+    session = SimpleNamespace(transcript=SimpleNamespace(text_path=text), typed=lambda line: False)
     assert confined.refusals(session, _Adapter(None)) == [root / "docs/a.md"]  # the unfinished line waits
     with open(text, "a") as f:
         f.write(" denied\nerror: Permission denied: 'docs/a.md'\n")
