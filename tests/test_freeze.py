@@ -233,6 +233,11 @@ def test_the_policy_names_a_storm_a_stopped_process_and_holds_cycles_back(tmp_pa
     assert watch(s, seen(context=high, first_turn=True, storm_named=True, held=True)) is None  # backing off
     assert watch(s, seen(context=high, first_turn=True, storm_named=True)) == Checkpoint(Trigger.THRESHOLD)
     assert watch(s, seen(context=high)) == Checkpoint(Trigger.THRESHOLD)  # past its first turn: a plain cycle
+    # a long first turn that did more work than its wakeup holds (the demo's periodic work, an autonomous agent's
+    # hour-long turn) is a plain cycle, not a storm; the edge is work == the wakeup's tokens
+    assert watch(s, seen(context=high, first_turn=True, wakeup_tokens=375)) == Checkpoint(Trigger.THRESHOLD)
+    assert isinstance(watch(s, seen(context=high, first_turn=True, wakeup_tokens=376)), Frozen)
+    assert watch(s, seen(context=high, first_turn=True)) == Checkpoint(Trigger.THRESHOLD)  # no wakeup known
     assert watch(s, seen(context=high, held=True)) is None  # notes that cannot be written: held too
     assert [hold(n) for n in (1, 2, 3)] == [60, 120, 240] and hold(100) == 1800
     assert watch(s, seen(stopped_for=29)) is None
@@ -248,7 +253,11 @@ def test_a_cycle_storm_is_named_backed_off_and_says_what_to_change(tmp_path: Pat
     """Issue 31 §4: every session crosses checkpoint_at with its wakeup's answer: named, held 60 s, then 120 s."""
     async def go() -> None:
         unit, rt, clock = make(tmp_path, "[freeze]\nafter = 30\n")
-        rt.script = _over_the_threshold
+
+        def cramped(driver: object) -> None:  # its wakeup's answer crosses, with less work than the wakeup itself
+            wakeup = unit.last_wakeup.tokens if unit.last_wakeup is not None else 100
+            driver.figure = ContextFigure(wakeup * 3 // 2, wakeup * 2, True, "fake")  # type: ignore[attr-defined]
+        rt.script = cramped
         await unit.start("start")
         await unit.delivered()
         first = unit.driver

@@ -171,6 +171,17 @@ def hold(times: int) -> float:
     return min(HOLD_MAX, HOLD_FIRST * 2 ** max(0, times - 1))
 
 
+def cramped(seen: Seen) -> bool:
+    """The wakeup took most of the room the session had below the threshold: the tokens used beyond the
+    wakeup are fewer than the wakeup's own.  A first turn that works long (an autonomous agent's, the
+    demo's periodic work) and then crosses did its work; one whose briefing leaves it no room does none,
+    and each checkpoint only starts another."""
+    figure = seen.context
+    if not seen.wakeup_tokens or figure is None:
+        return False
+    return figure.used - seen.wakeup_tokens < seen.wakeup_tokens
+
+
 def storm(spec: UnitSpec, seen: Seen) -> Frozen:
     """A cycle storm, with what to change (the window, the wakeup budget, ``checkpoint_at``)."""
     figure = seen.context
@@ -223,7 +234,7 @@ def watch(spec: UnitSpec, seen: Seen) -> Action | None:
     if trigger in (Trigger.THRESHOLD, Trigger.HARD_LIMIT):
         if seen.held:
             trigger = None  # backing off: a storm, or notes that cannot be written
-        elif seen.first_turn and not seen.storm_named:
+        elif seen.first_turn and not seen.storm_named and cramped(seen):
             return storm(spec, seen)
     if trigger is not None:
         return Checkpoint(trigger, interrupt=trigger is Trigger.HARD_LIMIT)
