@@ -293,7 +293,7 @@ class GenericAdapter(Adapter):
         if start:
             notes.append(f"read the last {TRAIL_BYTES} bytes of {path.name} only ({start} before them)")
         text = raw.decode("utf-8", errors="replace")
-        if end is None:
+        if run is None or not run.typed:  # where agentd typed is not known here (a reload): the prompt's echo
             text = until_checkpoint(text, self.spec.checkpoint.prompt or CHECKPOINT_MARK + " requested by agentd")
         typed = run.wakeup if run is not None else self._wakeup_file(session.session_id)
         prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None

@@ -130,6 +130,13 @@ def quote(text: str, limit: int = 300) -> str:
     return "“" + _clip(text, limit).replace("“", '"').replace("”", '"') + "”"
 
 
+def quote_end(text: str, limit: int = 160) -> str:
+    """:func:`quote`, but a long text keeps its end (how a command's output ends: its error), not its start."""
+    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
+    kept = flat if len(flat) <= limit else "…" + flat[-(limit - 1):].lstrip()
+    return "“" + kept.replace("“", '"').replace("”", '"') + "”"
+
+
 def code(text: str, limit: int = 200) -> str:
     """A command as inline code on one line (a fence longer than any backtick run inside)."""
     body = _clip(text, limit)
@@ -186,7 +193,7 @@ def section(stopped: Stopped | None) -> Section:
     if commands:
         sec.add("- your last commands and how they ended (oldest first):", ref)
         for action in commands:
-            tail = f" — output ends: {quote(action.output, 160)}" if action.output and action.exit_code not in (0, None) else ""
+            tail = f" — output ends: {quote_end(action.output, 160)}" if action.output and action.exit_code not in (0, None) else ""
             sec.add(f"  - {command_item(action)}{tail}", ref)
     if stopped.uncommitted:
         more = len(stopped.uncommitted) - UNCOMMITTED

@@ -95,19 +95,13 @@ def after_echo(text: str, typed: str | None) -> str:
 
 
 def until_checkpoint(text: str, checkpoint: str | None) -> str:
-    """``text`` up to the line where the echo of agentd's checkpoint prompt ``checkpoint`` begins: the last
-    echo, when the session did no work of its own after it (no command but agentd's); else all of it."""
+    """``text`` up to the line where the last echo of agentd's checkpoint prompt ``checkpoint`` begins (all of it
+    when there is none).  For when the adapter did not see where it typed the prompt (the daemon was reloaded
+    during the session): a session kept after a checkpoint that could not be written, which then went on
+    working, loses the work after that prompt here."""
     head = " ".join((checkpoint or "").split())[:ECHO_CHARS]
-    if not head:
-        return text
-    at = text.rfind(head)
-    if at < 0:
-        return text
-    start = text.rfind("\n", 0, at) + 1
-    after = screen_trail(text[start:])
-    if any(not is_agentd_command(a.command) for a in after.actions):
-        return text  # the session went on after that checkpoint (it was kept): its work counts
-    return text[:start]
+    at = text.rfind(head) if head else -1
+    return text if at < 0 else text[:text.rfind("\n", 0, at) + 1]
 
 
 def _is_prompt(row: str, prompt: re.Pattern[str] | None) -> bool:
