@@ -126,6 +126,10 @@ def test_a_modules_facts_come_once_per_session_after_its_first_write(tmp_path: P
     shell = make(tmp_path, agent='talks_to = "shell"')
     shell.launch(None, "s3", {})
     assert shell.written(Screen(tmp_path, "s3"), tmp_path / "src" / "parser.py") is None
+    lines = make(tmp_path, agent='paste = "lines"')  # typed line by line: one line, one message
+    lines.launch(None, "s4", {})
+    flat = lines.written(Screen(tmp_path, "s4"), tmp_path / "src" / "parser.py")
+    assert flat is not None and "\n" not in flat and "the parser speaks API v2" in flat
 
 
 def test_a_repl_gets_the_digest_with_a_send_and_its_modules_facts_at_the_turn_end_after_its_first_write(

@@ -244,7 +244,10 @@ class GenericAdapter(Adapter):
         """The module's facts, the first time this session writes in it (typed at its next turn end)."""
         if not self.spec.agent.types_own_text:
             return None
-        return self._run(session.session_id).hooks.path_context(path)
+        text = self._run(session.session_id).hooks.path_context(path)
+        if text and Paste(self.spec.agent.paste) is Paste.LINES:  # typed line by line, each line would be a message
+            return " ".join(text.split())
+        return text
 
     # -- watching -----------------------------------------------------------------
     def watcher(self, session: Session) -> ScreenWatcher:
@@ -334,4 +337,6 @@ def _is_checkpoint(text: str, prompt: str | None) -> bool:
 def _unreadable(path: Path, exc: OSError) -> Trail:
     from ..trail.model import Trail
 
-    return Trail(source="the screen (clean transcript)", notes=[f"could not read {path.name}: {exc.strerror or exc}"])
+    from ..trail.generic import SCREEN_SOURCE
+
+    return Trail(source=SCREEN_SOURCE, notes=[f"could not read {path.name}: {exc.strerror or exc}"])

@@ -167,9 +167,10 @@ class UnitKeeper:
     def _figures(self, session: str | None, trail: Trail | None, notes: list[str]) -> dict[str, Any] | None:
         """How this session came back, against the one before it (issue 16; best effort)."""
         from ..report.gather import after_session
+        from ..trail.generic import SCREEN_SOURCE
 
         try:
-            generic = trail is not None and bool(trail.actions) and all(a.tool == "screen" for a in trail.actions)
+            generic = trail is not None and trail.source == SCREEN_SOURCE  # a screen: no edits, no tokens
             figures = after_session(self.root, self.unit, session, trail, scope=self.scope, forbid=self.forbid,
                                     generic=generic, module=self.module)
         except Exception as exc:  # noqa: BLE001 - the report never stops a keep

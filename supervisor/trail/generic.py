@@ -33,6 +33,8 @@ from .common import is_agentd_command, norm_path, output_tail, reads_of_command
 from .model import Action, Kind, Trail
 
 SCREEN_LINES = 12
+#: Where a screen trail comes from (:attr:`~.model.Trail.source`): it shows no edits and no tokens.
+SCREEN_SOURCE = "the screen (clean transcript)"
 _COMMAND = re.compile(r"^\s*\$ (\S.*)$")
 _EXIT = re.compile(r"(?:\[exit (-?\d+)\]|\bexit (?:status|code):? (-?\d+)|Process exited with code (-?\d+))", re.I)
 #: The part of a checkpoint prompt looked for in its echo.
@@ -40,7 +42,7 @@ ECHO_CHARS = 60
 
 
 def screen_trail(text: str, *, prompt: re.Pattern[str] | None = None, lines: int = SCREEN_LINES,
-                 source: str = "the screen (clean transcript)", cwd: str | None = None, root: str | None = None) -> Trail:
+                 source: str = SCREEN_SOURCE, cwd: str | None = None, root: str | None = None) -> Trail:
     """The trail a screen shows (see the module docstring); ``cwd`` / ``root`` make the files read
     relative to the project root, as the other trails name them."""
     rows = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
