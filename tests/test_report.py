@@ -330,6 +330,8 @@ def test_the_same_change_made_again_after_a_respawn_is_an_edit_made_twice() -> N
     assert got.twice == ["src/parser.py"] and got.as_dict()["twice_count"] == 1
     assert got.fragmented and got.as_dict()["fragmented"] is True
     assert fig.resumed(again, "s1", None, {}, scope=SCOPE).twice == []  # a cold session has no session before it
+    failed = Trail("t", actions=[patch("src/parser.py", "c-empty-list", ok=False)])  # tried again, refused: not made
+    assert fig.resumed(failed, "s2", base, {"src/parser.py": "p2"}, scope=SCOPE).twice == []
     clean = fig.resumed(Trail("t", actions=[patch("src/api.py", "c-new")]), "s2", base, {}, scope=SCOPE)
     assert (clean.twice, clean.fragmented, clean.as_dict()["fragmented"]) == ([], False, False)
 

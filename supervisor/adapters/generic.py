@@ -278,7 +278,7 @@ class GenericAdapter(Adapter):
     def trail(self, session: Session) -> Trail | None:
         """What the screen showed (:func:`~supervisor.trail.generic.screen_trail`): the whole clean transcript,
         after the wakeup's echo, up to where agentd typed its checkpoint prompt when that was the last thing
-        it typed (else up to the prompt's echo, when nothing but agentd's own commands followed it)."""
+        it typed (when the adapter did not see the session's typing, a reload since: up to the prompt's echo)."""
         from ..trail.generic import after_echo, screen_trail, until_checkpoint
 
         run = self._runs.get(session.session_id)
@@ -335,8 +335,7 @@ def _is_checkpoint(text: str, prompt: str | None) -> bool:
 
 
 def _unreadable(path: Path, exc: OSError) -> Trail:
-    from ..trail.model import Trail
-
     from ..trail.generic import SCREEN_SOURCE
+    from ..trail.model import Trail
 
     return Trail(source=SCREEN_SOURCE, notes=[f"could not read {path.name}: {exc.strerror or exc}"])
