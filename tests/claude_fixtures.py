@@ -135,8 +135,9 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-def setup(project: Project, binary: Path, restart: str = "") -> None:
-    """A Claude Code unit in the safe default (acceptEdits in its scope), workdir and scope the module directory cl/."""
+def setup(project: Project, binary: Path, restart: str = "", context: str = "") -> None:
+    """A Claude Code unit in the safe default (acceptEdits in its scope), workdir and scope the module directory cl/;
+    ``context``: more lines of its ``[context]`` section."""
     project.agentd("init")
     (project.root / "cl").mkdir()
     (project.root / "cl" / "parser.py").write_text("VERSION = 2\n")
@@ -162,6 +163,7 @@ initial_delay = 0.2
 {restart}
 [context]
 checkpoint_at = 0.70
+{context}
 [checkpoint]
 deadline = 90
 grace = 5
@@ -170,8 +172,9 @@ grace = 5
 
 
 @pytest.fixture
-def jail(project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
-    setup(project, claude_bin)
+def jail(request: pytest.FixtureRequest, project: Project, claude_bin: Path, tmp_path: Path) -> Iterator[Jail]:
+    """The jail; parametrized indirectly, its parameter is more of the unit's ``[context]`` (e.g. its window)."""
+    setup(project, claude_bin, context=getattr(request, "param", ""))
     log, control, port_file = tmp_path / "requests.jsonl", tmp_path / "control.json", tmp_path / "port"
     control.write_text("{}")
     home = tmp_path / "home"  # Claude Code writes a little into $HOME: keep it out of the real one

@@ -165,6 +165,64 @@ def test_the_window_comes_from_the_status_line_and_a_disagreeing_unit_window_war
     assert quiet.context(session("s2")).window_source.value == "default"
 
 
+def test_a_smaller_unit_window_wins_over_the_status_lines_and_claudes_compaction_goes_above_hard_limit(
+        tmp_path: Path) -> None:
+    """Issue 26 §1: behind a custom base URL Claude Code says 1,000,000; the unit's 200,000 is used, with a
+    warning, and Claude Code's own auto-compact window puts its compaction at 92 % of 200,000 (184,000 tokens:
+    its window less 33,000), above hard_limit."""
+    adapter = make(tmp_path, extra="[context]\nwindow = 200000\n")
+    launch = adapter.launch("W", "s1", {})
+    assert launch.env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(184_000 + 33_000)
+    status = Path(launch.argv[launch.argv.index("--settings") + 1]).parent / "statusline" / "statusline.json"
+    status.write_text(json.dumps({"context_window": {"context_window_size": 1_000_000}}))
+    figure = adapter.context(session())
+    assert (figure.window, figure.window_source.value) == (200_000, "unit")
+    assert "uses the smaller, 200000" in (figure.window_warning or "") and "1000000" in figure.window_warning
+    # a higher hard_limit moves it up; a small window never asks less than Claude Code accepts (100k)
+    high = make(tmp_path, extra="[context]\nwindow = 200000\nhard_limit = 0.95\n").launch("W", "s2", {})
+    assert high.env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(192_000 + 33_000)
+    tiny = make(tmp_path, extra="[context]\nwindow = 50000\n").launch("W", "s3", {})
+    assert tiny.env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == "100000"  # compacts at 67,000: still above 45,000
+    # no unit window (Claude Code's own is used), or a choice of the person's: left alone
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in make(tmp_path).launch("W", "s4", {}).env
+    for extra, env, command in (("", {"DISABLE_AUTO_COMPACT": "1"}, None), ("", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "300000"}, None),
+                                ("", None, ["/opt/claude", "--autocompact", "500k"])):
+        unit = make(tmp_path, env=env, command=command, extra="[context]\nwindow = 200000\n")
+        assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in unit.launch("W", "s5", {}).env, (env, command)  # the unit's own
+    inherited = make(tmp_path, extra="[context]\nwindow = 200000\n").launch("W", "s6", {"DISABLE_COMPACT": "1"})
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in inherited.env
+
+
+def test_the_tokens_used_come_from_the_freshest_of_the_transcript_and_the_status_line(tmp_path: Path) -> None:
+    """Issue 26 §1: the status line said 20,000 while the transcript's last usage said 150,000: the newer wins."""
+    adapter = make(tmp_path, extra="[context]\nwindow = 200000\n")
+    launch = adapter.launch("W", "s1", {})
+    claude_id = launch.argv[launch.argv.index("--session-id") + 1]
+    status = Path(launch.argv[launch.argv.index("--settings") + 1]).parent / "statusline" / "statusline.json"
+    transcript = Path(launch.env["CLAUDE_CONFIG_DIR"]) / "projects" / project_dir_name(tmp_path.resolve()) / f"{claude_id}.jsonl"
+    transcript.parent.mkdir(parents=True)
+
+    def draw(used: int, at: float, session: str = claude_id) -> None:
+        status.write_text(json.dumps({"session_id": session, "context_window": {
+            "context_window_size": 1_000_000, "current_usage": {"input_tokens": used, "cache_read_input_tokens": 0}}}))
+        os.utime(status, (at, at))
+
+    def reply(used: int, at: str) -> None:
+        with open(transcript, "a") as f:
+            f.write(_assistant(used, timestamp=at))
+
+    draw(20_000, 1_800_000_000.0)  # 2027-01-15T08:00:00Z
+    reply(150_000, "2027-01-15T08:00:05.000Z")
+    figure = adapter.context(session())
+    assert (figure.used, figure.ratio, figure.source) == (150_000, 0.75, "claude transcript")
+    draw(30_000, 1_800_000_010.0)  # a newer status line (the transcript not yet written)
+    assert (adapter.context(session()).used, adapter.context(session()).source) == (30_000, "claude status line")
+    reply(40_000, "2027-01-15T08:00:10.000Z")  # the same moment: the transcript's
+    assert adapter.context(session()).used == 40_000
+    draw(99_000, 1_800_000_020.0, session="another-conversation")  # the status line of a conversation left by /clear
+    assert adapter.context(session()).used == 40_000
+
+
 def test_a_permission_dialog_on_screen_is_reported_as_blocked(tmp_path: Path) -> None:
     from supervisor.adapters import screens
 

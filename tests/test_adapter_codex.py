@@ -228,26 +228,46 @@ def test_hooks_off_types_the_wakeup_after_a_compaction(tmp_path: Path) -> None:
     assert adapter.on_agent_event(s, notify) == [Meaning.TURN_END, Meaning.COMPACTED, Meaning.INJECT_WAKEUP]
 
 
-def test_the_window_is_codexs_own_and_a_disagreeing_unit_window_warns(tmp_path: Path) -> None:
-    adapter = make(tmp_path, "model_context_window = 100000\n[context]\nwindow = 400000\n")
-    launch = adapter.launch(None, "s1", {})
+def test_the_window_is_the_smaller_of_the_units_and_codexs_and_a_disagreement_warns(tmp_path: Path) -> None:
+    """Issue 26 §1: the smaller window wins, whichever says it; Codex's own compaction goes above hard_limit of it."""
+    def figure_after(adapter: CodexAdapter, session: str, reported: int, used: int) -> Any:
+        launch = adapter.launch(None, session, {})
+        s = SimpleNamespace(session_id=session, env={}, cwd=adapter.settings.project_root)
+        before = adapter.context(s)
+        path = rollout(Path(launch.env["CODEX_HOME"]), thread=THREAD[:-1] + session[-1])
+        path.write_text(line({"cwd": str(adapter.settings.project_root)}, "session_meta") + line(
+            {"type": "token_count", "info": {"last_token_usage": {"total_tokens": used}, "model_context_window": reported}}))
+        adapter._sessions[session].next_scan = 0.0  # the rollout search is throttled to twice a second
+        return launch, before, adapter.context(s)
+
+    def folder(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+
+    # the agent's is smaller (Codex says 95 % of the model_context_window it was told): Codex's, with a warning
+    big = make(folder("big"), "model_context_window = 100000\n[context]\nwindow = 400000\n")
+    launch, before, after = figure_after(big, "s1", 95000, 47500)
     assert value(launch.argv, "model_context_window") == 100000
-    assert value(launch.argv, "model_auto_compact_token_limit") == 92000
-    s = SimpleNamespace(session_id="s1", env={}, cwd=tmp_path)
-    figure = adapter.context(s)
-    assert (figure.window, figure.window_source.value) == (400_000, "unit")
-    path = rollout(Path(launch.env["CODEX_HOME"]))
-    usage = {"total_tokens": 47500}
-    path.write_text(line({"cwd": str(tmp_path)}, "session_meta") + line(
-        {"type": "token_count", "info": {"last_token_usage": usage, "model_context_window": 95000}}))
-    adapter._sessions["s1"].next_scan = 0.0  # the rollout search is throttled to twice a second
-    figure = adapter.context(s)
-    assert (figure.used, figure.window, figure.ratio, figure.exact) == (47500, 95000, 0.5, True)
-    assert figure.window_source.value == "agent" and "400000" in (figure.window_warning or "")
+    assert value(launch.argv, "model_auto_compact_token_limit") == 92000  # 92 % of the smaller: 100000 vs 400000
+    assert (before.window, before.window_source.value, before.window_warning) == (400_000, "unit", None)
+    assert (after.used, after.window, after.ratio, after.exact) == (47500, 95000, 0.5, True)
+    assert after.window_source.value == "agent" and "uses the smaller, 95000" in (after.window_warning or "")
+    # the unit's is smaller (Codex's fallback window for a model it does not know): the unit's, with a warning
+    small = make(folder("small"), "[context]\nwindow = 200000\nhard_limit = 0.95\n")
+    launch, before, after = figure_after(small, "s2", 258400, 150000)
+    assert value(launch.argv, "model_auto_compact_token_limit") == 192000  # above hard_limit: 96 % of 200000
+    assert (after.window, after.window_source.value, after.ratio) == (200_000, "unit", 0.75)
+    assert "258400" in (after.window_warning or "") and "uses the smaller, 200000" in after.window_warning
+    # close enough (within 10 %): the smaller, no warning
+    near = make(folder("near"), "[context]\nwindow = 250000\n")
+    assert figure_after(near, "s3", 258400, 1000)[2].window_warning is None
+    assert figure_after(near, "s4", 258400, 1000)[2].window == 250_000
     # no window from the unit: nothing passed to Codex, no warning, Codex's window used
-    plain = make(tmp_path)
-    argv = plain.launch(None, "s2", {}).argv
-    assert not [o for o in overrides(argv) if o.startswith(("model_context_window=", "model_auto_compact_token_limit="))]
+    plain = make(folder("plain"))
+    launch, before, after = figure_after(plain, "s5", 258400, 1000)
+    assert not [o for o in overrides(launch.argv) if o.startswith(("model_context_window=", "model_auto_compact_token_limit="))]
+    assert (before.window_source.value, after.window, after.window_source.value, after.window_warning) == (
+        "default", 258400, "agent", None)
 
 
 def test_the_rollout_folders_searched_span_the_sessions_whole_life(tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ import signal
 import subprocess
 from typing import Any
 
+import pytest
+
 from supervisor.adapters.claude import KICKOFF
 from tests.claude_fixtures import (
     FACT,
@@ -204,3 +206,33 @@ def test_a_checkpoint_decision_snapshots_changed_files_from_inside_agentds_fence
                                    None), 90, what="the fresh session's first request")
     assert ident in system_text(body)
     assert re.search(r"(added|modified) since [^:]+: [^\\]*cl/parser\.py", system_text(body)), system_text(body)
+
+
+@pytest.mark.parametrize("jail", ["window = 200000"], indirect=True)
+def test_a_unit_window_smaller_than_claudes_own_is_the_one_checkpointed_against(jail: Jail) -> None:
+    """Issue 26 §1 as a person runs Claude Code: a custom ANTHROPIC_BASE_URL, no login, the unit's own window.
+    Claude Code reports 1,000,000 in its status line; the unit says 200,000.  agentd uses 200,000 (warning of
+    the disagreement), starts Claude Code with its own compaction above hard_limit of it, and checkpoints at
+    70 % of 200,000: 65 % does not, 75 % does (15 % of what Claude Code says)."""
+    project = jail.project
+    row, _ = start_and_first_turn(jail)
+    environ = open(f"/proc/{row['pid']}/environ", "rb").read().split(b"\0")
+    assert b"CLAUDE_CODE_AUTO_COMPACT_WINDOW=217000" in environ  # compacts at 184,000: 92 % of 200,000
+    ctx = wait_until(lambda: (c := project.unit_status("claude")["context"]) and c["exact"] and c["window_warning"] and c,
+                     30, what="the status line's window beside the unit's")
+    assert (ctx["window"], ctx["window_source"]) == (200_000, "unit")
+    assert "1000000" in ctx["window_warning"] and "uses the smaller, 200000" in ctx["window_warning"]
+    for tokens, word in ((130_000, "BELOW"), (150_000, "ABOVE")):
+        jail.set_usage(tokens, when=word)
+        project.agentd("send", "claude", f"{word} the threshold with this step")
+        if word == "BELOW":
+            seen = wait_until(lambda: (r := project.unit_status("claude")) and r["turn"] == "idle"
+                              and r["context"]["used"] >= tokens and r, 90, interval=0.1, what="the turn at 65 %")
+            assert seen["context"]["ratio"] == 0.65 and seen["state"] == "running"
+    record = wait_until(lambda: project.history("claude") and project.history("claude")[0], 120, interval=0.2,
+                        what="a checkpoint cycle")
+    assert record["trigger"] == "threshold" and record["flush"] == "verified" and record["outcome"] == "respawned"
+    assert record["window"] == 200_000 and 150_000 <= record["tokens_before"] < 160_000, record
+    assert [r["trigger"] for r in project.history("claude")] == ["threshold"]  # 65 % made none; no compaction of its own
+    project.agentd("stop")
+    jail.proc.wait(timeout=90)

@@ -34,7 +34,7 @@ GLOBAL_DECISION = "freeze the wire format at v2"
 
 def test_probes_found_give_recall_one_and_a_missing_one_is_named() -> None:
     probes = pr.build(task="Port the parser", module="core", module_decision="use a list", global_decision="v2 wire",
-                      in_flight=["src/a.py", "src/a.py"], last_command="make  test", last_exit=2, wip="0123456789abcdef",
+                      in_flight=["src/a.py", "src/a.py"], last_command="`make  test` → exit 2", wip="0123456789abcdef",
                       constraints=["- never push to main"])
     assert [p.name for p in probes] == ["task", "decision (core)", "decision (global)", "file in flight: src/a.py",
                                         "last command", "WIP commit", "constraint 1"]
@@ -46,6 +46,9 @@ def test_probes_found_give_recall_one_and_a_missing_one_is_named() -> None:
     assert got.as_dict() == {"recall": round(5 / 7, 4), "found": 5, "probes": 7, "checked": names,
                              "missing": ["decision (core)", "last command"]}
     assert pr.check(probes, None).recall == 0.0 and pr.check([], "").recall == 1.0
+    # the command and its exit elsewhere in the text, apart, are not the last command as the wakeup shows it
+    apart = text.replace("`make test` → exit 2", "run `make test` first; a check → exit 2")
+    assert pr.check(probes, apart).missing == ["last command"]
 
 
 def test_delivered_text_is_the_first_message_or_the_wakeup_file_the_agent_was_given(tmp_path: Path) -> None:
@@ -98,6 +101,26 @@ def test_a_wakeup_without_the_module_decision_names_it(project: Project) -> None
     cut = "\n".join(line for line in text.splitlines() if MODULE_DECISION not in line)
     got = keeper.recall(cut)
     assert (got["recall"], got["found"], got["probes"], got["missing"]) == (round(6 / 7, 4), 6, 7, ["decision (core)"])
+
+
+def test_recall_is_below_one_when_the_real_last_command_is_missing_though_agentds_own_is_there(project: Project) -> None:
+    """Issue 26 §3: the probe expects the session's real last command (from its trail), never agentd's own
+    checkpoint command, so a wakeup that shows only `agentd task-state: ok` does not recall it."""
+    root, _ = kept_project(project)
+    trail = Trail("the screen", actions=[
+        Action(Kind.COMMAND, "screen", command="python3 tests/check.py", exit_code=2, ok=False),
+        Action(Kind.COMMAND, "screen", command="agentd note: ok"), Action(Kind.COMMAND, "screen", command="agentd task-state: ok")])
+    keeper = UnitKeeper(root, "g", "core", ["src/**"])
+    keeper.keep(Moment.CHECKPOINT, "s2", lambda: trail)
+    probes = gather.project_probes(root, "core", stopped.load(root, "g"))
+    assert [p.needles for p in probes if p.name == "last command"] == [("`python3 tests/check.py` → exit 2",)]
+    text = build_wakeup(root, "core", ["src/**"], unit="g").text
+    assert "`python3 tests/check.py` → exit 2" in text and "agentd task-state" not in text
+    assert keeper.recall(text)["recall"] == 1.0
+    # the wakeup an older agentd wrote: agentd's own command as the last one, the real one gone
+    lost = text.replace("`python3 tests/check.py` → exit 2", "`agentd task-state: ok` → exit status unknown")
+    got = keeper.recall(lost)
+    assert got["missing"] == ["last command"] and got["recall"] < 1.0
 
 
 class RecallingKeeper(FakeKeeper):

@@ -11,6 +11,7 @@ import pytest
 
 from supervisor.report import figures as fig
 from supervisor.report import table
+from supervisor.trail.generic import screen_trail
 from supervisor.trail.model import Action, Kind, Trail
 
 SCOPE = ["src/**"]
@@ -310,3 +311,75 @@ def test_files_to_hash_are_every_file_either_session_names_once() -> None:
     assert fig.files_to_hash(trail, base) == ["r.py", "e.py", "in.py", "new.py", "out.py"]
     assert fig.files_to_hash(None, None) == []
     assert fig.files_to_hash(trail, None) == ["r.py", "new.py", "out.py", "e.py"]
+
+
+def patch(path: str, change: str, ok: bool = True) -> Action:
+    return Action(Kind.EDIT, "apply_patch", edits=(path,), ok=ok, change=change)
+
+
+def test_the_same_change_made_again_after_a_respawn_is_an_edit_made_twice() -> None:
+    """Issue 26 §4: an edit whose change (file and text written) the session before made too."""
+    cold = Trail("t", actions=[patch("src/parser.py", "c-empty-list"), patch("src/lexer.py", "c-failed", ok=False),
+                               Action(Kind.EDIT, "Write", edits=(), change="c-nothing")])
+    base = fig.baseline(cold, "s1", BLOBS.get, BLOBS.__contains__)
+    assert base.changes == {"c-empty-list": ["src/parser.py"]}  # a failed edit or one of no file made no change
+    assert fig.Baseline.from_dict(json.loads(json.dumps(base.as_dict()))) == base
+    again = Trail("t", actions=[read("src/lexer.py"), patch("src/parser.py", "c-empty-list"), patch("src/lexer.py", "c-failed"),
+                                patch("src/parser.py", "c-empty-list", ok=False), patch("src/api.py", "c-new")])
+    got = fig.resumed(again, "s2", base, {"src/parser.py": "p2"}, scope=SCOPE)
+    assert got.twice == ["src/parser.py"] and got.as_dict()["twice_count"] == 1
+    assert got.fragmented and got.as_dict()["fragmented"] is True
+    assert fig.resumed(again, "s1", None, {}, scope=SCOPE).twice == []  # a cold session has no session before it
+    failed = Trail("t", actions=[patch("src/parser.py", "c-empty-list", ok=False)])  # tried again, refused: not made
+    assert fig.resumed(failed, "s2", base, {"src/parser.py": "p2"}, scope=SCOPE).twice == []
+    clean = fig.resumed(Trail("t", actions=[patch("src/api.py", "c-new")]), "s2", base, {}, scope=SCOPE)
+    assert (clean.twice, clean.fragmented, clean.as_dict()["fragmented"]) == ([], False, False)
+
+
+@pytest.mark.parametrize("figure", ["rereads", "repeated", "twice", "breaks"])
+def test_any_one_of_the_four_makes_a_resume_fragmented(figure: str) -> None:
+    got = fig.Figures(session="s2", previous="s1", actions=3, actions_to_edit=None)
+    assert not got.fragmented
+    setattr(got, figure, ["x"])
+    assert got.fragmented
+
+
+def test_a_screens_reads_and_commands_with_their_exits_are_counted_exactly() -> None:
+    """Issue 26 §4: cat, less, sed -n, head and tail lines of a REPL's screen are reads of those files (relative
+    to the project root when the agent works in a subdirectory); the failing check, run again, is repeated."""
+    first = screen_trail("$ cat parser.py\ndef parse(): ...\n$ python3 ../tests/check.py\nFAIL\n[exit 2]\n", cwd="/p/src", root="/p")
+    assert [(a.kind, a.reads, a.exit_code) for a in first.actions] == [
+        (Kind.READ, ("src/parser.py",), None), (Kind.COMMAND, (), 2)]
+    base = fig.baseline(first, "g1", {"src/parser.py": "p1", "src/lexer.py": "l1"}.get, lambda p: False)
+    second = screen_trail("$ less parser.py\n$ sed -n 1,5p parser.py\n$ head -n 3 lexer.py\n$ tail parser.py\n"
+                          "$ python3 ../tests/check.py\nFAIL\nexit status 2\n$ agentd task-state: ok\n", cwd="/p/src", root="/p")
+    assert [a.reads for a in second.actions[:4]] == [("src/parser.py",)] * 2 + [("src/lexer.py",), ("src/parser.py",)]
+    got = fig.resumed(second, "g2", base, {"src/parser.py": "p1", "src/lexer.py": "l1"}, scope=SCOPE, generic=True)
+    assert (got.rereads, got.repeated, got.twice, got.breaks) == (["src/parser.py"], ["python3 ../tests/check.py"], [], [])
+    assert got.fragmented and any("no edits made twice" in c for c in got.cannot)
+
+
+def test_the_headline_is_the_share_of_resumes_that_fragmented_per_unit_and_project_and_rows_go_by_time() -> None:
+    records = history()
+    records[2]["stopped"]["resumed"]["twice"] = ["src/parser.py"]
+    late = {"started": "2026-12-01T09:00:00Z", "trigger": "threshold", "old_session": "w1", "new_session": "w2",
+            "stopped": {"resumed": {"session": "w1", "previous": "w0", "actions": 2, "rereads": [], "repeated": [],
+                                    "breaks": [], "edits_seen": False}}}
+    core = table.rows("core", [records[2], records[0], records[1]])  # written out of order: shown by time
+    assert [r.session for r in core] == ["s2", "s3"] and [r.started for r in core] == [
+        "2026-12-01T10:00:00Z", "2026-12-01T11:00:00Z"]
+    assert [(r.twice, r.fragmented) for r in core] == [(0, True), (1, True)]
+    web = table.rows("web", [late])
+    # w1 ended at 09:00; s2's start is not in these records: it ended when s3 started, so before it
+    assert [r.session for r in table.rows("x", [records[1], late])] == ["w1", "s2", "s3"]
+    assert (web[0].twice, web[0].breaks, web[0].fragmented) == (None, None, False)  # a screen: unknown, not 0
+    sums = table.summary(core + web)
+    assert (sums["units"]["core"]["fragmented"], sums["units"]["core"]["resumes_with_figures"]) == (2, 2)
+    assert sums["units"]["core"]["fragmented_share"] == 1.0 and sums["units"]["web"]["fragmented_share"] == 0.0
+    assert (sums["project"]["fragmented"], sums["project"]["fragmented_share"]) == (2, 0.6667)
+    assert sums["units"]["core"]["median_twice"] == 0.5 and table.Row("u", "x").fragmented is None
+    text = table.render(core + web)
+    assert "EDITS TWICE" in text.splitlines()[0] and "core: fragmented 2 of 2 resumes (100.0%)" in text
+    assert "PROJECT: fragmented 2 of 3 resumes (66.7%)" in text and "2026-12-01 10:00:00" in text
+    assert table.headline(table.summary([table.Row("u", "x")])["project"]) == "fragmented: - (no resume with figures)"
+    assert json.loads(json.dumps(core[0].as_dict()))["fragmented"] is True

@@ -82,3 +82,61 @@ def test_the_report_counts_re_reads_and_repeated_commands_of_each_resumed_sessio
     table = project.agentd("report").stdout
     assert "RE-READS" in table and "coder (median of 3)" in table and "PROJECT (median of 3)" in table
     print(table)
+
+
+LONG_CHECK = ("import sys\n"
+              "for i in range(1500):\n"
+              "    print(f'case {i:04d}: parse(empty) returned None where the callers iterate over the result')\n"
+              "print('FAIL: empty input')\n"
+              "sys.exit(2)\n")
+
+
+def test_after_long_output_and_a_failing_check_the_wakeup_names_that_check_and_the_report_counts_exactly(
+        project: Project) -> None:
+    """Issue 26 §2-§4 end to end: a generic unit reads a file and runs a failing check whose long output takes its
+    context past 70 %; the threshold checkpoint follows.  The next wakeup's last command is that check with its
+    exit status (never agentd's own `agentd task-state`), its recall counts it; the next session re-reads the file
+    and runs the check again, and the report counts exactly one re-read and one repeat."""
+    root = project.root
+    git(root.parent, "init", "-q", str(root))
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    project.init_memory()
+    (root / "src").mkdir()
+    (root / "tests").mkdir()
+    (root / "src" / "parser.py").write_text("def parse(text):\n    return None\n")
+    (root / "tests" / "check.py").write_text(LONG_CHECK)
+    # 40,000 tokens: the check's ~30,000 (120 KB) after the wakeup pass 70 % and stay under the hard limit
+    project.fake_unit("coder", cycle=True, scope='paths = ["src/**"]', context="window = 40000")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "the project")
+    project.agentd("start")
+    wait_until(lambda: len(project.inputs("coder")) == 1, 60, what="the first wakeup")
+    idle(project)
+    say(project, "run cat src/parser.py")
+    project.agentd("send", "coder", f"run {CHECK}")
+    wait_until(lambda: len(project.inputs("coder")) == 2, 90, what="the threshold checkpoint's fresh session")
+    idle(project)
+    first = project.history("coder")[-1]
+    assert first["trigger"] == "threshold" and first["flush"] == "verified", first
+    wakeup = project.inputs("coder")[1][0]
+    stopped = wakeup.split("## Where you stopped")[1].split("\n## ")[0]
+    listed = stopped.split("your last commands and how they ended (oldest first):\n")[1].split("\n- ")[0].splitlines()
+    assert len(listed) == 1 and listed[0].startswith(f"  - `{CHECK}` → exit 2"), stopped  # agentd's own: not listed
+    assert listed[0].endswith("FAIL: empty input”"), stopped  # how its long output ended
+    assert "src/parser.py" in stopped  # the file read before the long output, from the whole transcript
+    assert first["recall"]["recall"] == 1.0 and "last command" in first["recall"]["checked"], first["recall"]
+    # session 2 re-reads the file and runs the same failing check: the same long output, the same threshold
+    say(project, "run cat src/parser.py")
+    project.agentd("send", "coder", f"run {CHECK}")
+    wait_until(lambda: len(project.inputs("coder")) == 3, 90, what="the second threshold checkpoint's session")
+    idle(project)
+    second = project.history("coder")[-1]
+    resumed = second["stopped"]["resumed"]
+    assert resumed["session"] == first["new_session"] and resumed["previous"] == first["old_session"]
+    assert (resumed["rereads"], resumed["repeated"]) == (["src/parser.py"], [CHECK]), resumed
+    assert resumed["fragmented"] is True
+    report = json.loads(project.agentd("report", "coder", "--json").stdout)
+    row = next(s for s in report["sessions"] if s["session"] == first["new_session"])
+    assert (row["rereads"], row["repeated"], row["twice"], row["fragmented"]) == (1, 1, None, True)
+    assert report["units"]["coder"]["fragmented"] == 1

@@ -94,3 +94,26 @@ window = 200000
     assert [(r["trigger"], r["wip"]) for r in crash] == [("crash", wip["commit"])]
     assert crash[0]["stopped"]["commands"][-1]["exit_code"] == 3
     assert wip["commit"][:12] in project.agentd("history", "coder").stdout
+
+
+def test_after_a_crash_the_tasks_state_names_the_crashed_session_and_no_placeholder_task_appears(project: Project) -> None:
+    """Issue 26 §6: session A checkpoints (its agent's `agentd task-state` names A); session B crashes before it
+    writes a state of its own: the next wakeup's state names B, and keeps what A said.  `task-state` for a
+    module that had no task of its own wrote the state alone: no "(describe the current task here)"."""
+    project.init_memory()
+    project.fake_unit("coder", cycle=True, restart="initial_delay = 0.2")
+    project.agentd("start")
+    wait_until(lambda: len(project.inputs("coder")) == 1, 60, what="the first wakeup")
+    a = idle(project, "coder")
+    project.agentd("checkpoint", "coder")
+    wait_until(lambda: len(project.inputs("coder")) == 2, 60, what="session B's wakeup")
+    b = idle(project, "coder")
+    task = (project.root / ".agent" / "tasks" / "coder.md").read_text()
+    assert f"fakeagent session {a['session']} stopped at checkpoint 1" in task and "(describe" not in task
+    os.kill(b["pid"], signal.SIGKILL)
+    wait_until(lambda: len(project.inputs("coder")) == 3, 60, what="the wakeup after the crash")
+    wakeup = project.inputs("coder")[2][0]
+    state = next(line for line in wakeup.splitlines() if line.startswith("[coder] State at interruption:"))
+    assert f"session {b['session']} ended (crash) at" in state, state
+    assert f"the state before it: fakeagent session {a['session']} stopped at checkpoint 1" in state
+    assert "(describe the current task here)" not in wakeup and "the task in .agent/tasks/coder.md is empty" not in wakeup

@@ -46,6 +46,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
     from ..config.units import UnitSpec
 
+from .window import (  # noqa: F401 - part of this module's interface
+    OWN_COMPACTION_AT,
+    WINDOW_TOLERANCE,
+    ContextFigure,
+    WindowSource,
+    context_window,
+    own_compaction_point,
+)
+
 BRACKETED_PASTE_START = b"\x1b[200~"
 BRACKETED_PASTE_END = b"\x1b[201~"
 
@@ -107,57 +116,6 @@ class Launch:
     #: Where the wakeup went, for the record: "first-message", "argv",
     #: "system-prompt", "developer-instructions", or "none".
     wakeup_via: str = "none"
-
-
-class WindowSource(str, enum.Enum):
-    """Where a context figure's window came from."""
-
-    AGENT = "agent"  # the agent reported it (Codex token_count, Claude Code's status line)
-    UNIT = "unit"  # the unit's [context] window
-    DEFAULT = "default"  # agentd's default [context] window (nobody said)
-
-
-#: A configured window further than this (as a fraction) from the agent's own is a warning.
-WINDOW_TOLERANCE = 0.10
-
-
-@dataclass(frozen=True)
-class ContextFigure:
-    """Tokens in use and the window; ``exact`` when the agent reported them itself.
-
-    ``window_source`` says where the window came from; ``window_warning`` is set
-    when the unit's configured window disagrees with the agent's own."""
-
-    used: int
-    window: int
-    exact: bool
-    source: str
-    window_source: WindowSource = WindowSource.UNIT
-    window_warning: str | None = None
-
-    @property
-    def ratio(self) -> float:
-        return self.used / self.window if self.window else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"used": self.used, "window": self.window, "ratio": round(self.ratio, 4), "exact": self.exact,
-                "source": self.source, "window_source": self.window_source.value, "window_warning": self.window_warning}
-
-
-def context_window(spec: UnitSpec, reported: int | None) -> tuple[int, WindowSource, str | None]:
-    """The window to use: what the agent reported, else the unit's ``[context] window``.
-
-    Returns (window, where it came from, a warning when a window the unit
-    configured differs from the agent's by more than :data:`WINDOW_TOLERANCE`)."""
-    configured = spec.context.window
-    explicit = "window" in spec.context.model_fields_set
-    if reported and reported > 0:
-        warning = None
-        if explicit and abs(reported - configured) > WINDOW_TOLERANCE * configured:
-            warning = (f"[context] window = {configured} disagrees with the agent's own window {reported}; "
-                       f"agentd uses the agent's (fix or remove [context] window in {spec.path.name})")
-        return reported, WindowSource.AGENT, warning
-    return configured, WindowSource.UNIT if explicit else WindowSource.DEFAULT, None
 
 
 @dataclass(frozen=True)
@@ -382,6 +340,18 @@ class Adapter(ABC):
     @abstractmethod
     def context(self, session: Session) -> ContextFigure:
         """The session's context use now (cheap: called on every status and tick)."""
+
+    def outgoing(self, session: Session, text: str) -> str:
+        """The message to type when agentd types ``text`` into ``session`` (a send, a task, a checkpoint
+        prompt, the wakeup), before :meth:`encode`.  An agent without hooks gets here what the hooks give
+        the others each turn (the generic adapter adds the constraints digest).  Default: ``text``."""
+        return text
+
+    def written(self, session: Session, path: Path) -> str | None:
+        """The scope watcher saw ``session``'s agent write ``path`` (absolute): a text for agentd to type at
+        the agent's next turn end (the module's facts, the first time), or None.  Agents with hooks get
+        the facts from their hooks.  Default: None."""
+        return None
 
     def on_agent_event(self, session: Session, event: Mapping[str, Any]) -> list[Meaning]:
         """An event the agent reported through ``agentd notify`` (Codex ``notify``, Claude

@@ -202,6 +202,10 @@ class Driver:
         """The agent's own trail of this session (the adapter's, blocking: run it in a thread), or None."""
         return self.adapter.trail(self.session)
 
+    def written(self, path: Path) -> str | None:
+        """The agent wrote ``path`` (the scope watcher saw it): what to tell it at its next turn end, or None."""
+        return self.adapter.written(self.session, path)
+
     def on_agent_event(self, event: Mapping[str, Any]) -> list[Meaning]:
         """An event from the agent itself; a turn end goes to the watcher here."""
         meanings = self.adapter.on_agent_event(self.session, event)
@@ -228,7 +232,7 @@ class Driver:
     async def type(self, text: str) -> None:
         """Type ``text`` as one message (made safe by the adapter's encoder) and mark the turn busy."""
         self.watcher.typing()
-        await self.send_keys(self.adapter.encode(text))
+        await self.send_keys(self.adapter.encode(self.adapter.outgoing(self.session, text)))
         self.watcher.submitted()
 
     async def interrupt(self) -> None:

@@ -22,17 +22,34 @@ Everything comes from the unit's ``[agent]`` keys:
                    ``ESC[200~ ... ESC[201~`` paste, then Enter) or ``lines``
                    (each line + Enter)
 ``quit_command``   typed (plus Enter) before Ctrl-D when leaving
+
+What hooks give Codex and Claude Code each turn, a REPL gets with what agentd
+types (:meth:`GenericAdapter.outgoing`): the hard constraints' digest (at
+most 150 tokens, :func:`~.hookctx.constraints_digest`) after each send, task,
+warning and checkpoint prompt (not after the wakeup, which holds them whole,
+nor after a ``/`` or ``!`` command of the REPL's own); and a module's facts
+once per session, typed at the turn end after the scope watcher saw the
+agent's first write in that module (:meth:`GenericAdapter.written`).  With
+``talks_to = "shell"`` agentd types none of this (the shell would run it).
+
+Its trail is its screen (:mod:`supervisor.trail.generic`): the whole clean
+transcript, from after the wakeup's echo to where agentd's checkpoint prompt
+was typed (the adapter notes where each message it types begins).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..session.screen import Screen
-from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher, TypingRules
+from .base import Adapter, Blocked, ContextFigure, Keystrokes, Launch, Paste, TurnWatcher, TypingRules, safe_text
+from .hookctx import HookContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.pty import Session
@@ -54,8 +71,12 @@ QUIT_PAUSE = 1.0
 WAKEUP_FILE = "wakeup.md"
 WAKEUP_ENV = "AGENTD_WAKEUP_FILE"
 ENTER = b"\r"
-#: How much of the clean transcript's end the generic trail reads.
-TRAIL_BYTES = 8000
+#: How much of the clean transcript the generic trail reads at most (the whole of it, but a runaway one).
+TRAIL_BYTES = 16 * 1024 * 1024
+#: A message that starts so is the REPL's own command (aider's ``/run``, a shell escape): typed as it is.
+REPL_COMMAND = ("/", "!")
+#: What agentd's checkpoint prompt starts with (continuity/policy.py's default).
+CHECKPOINT_MARK = "CHECKPOINT"
 EOF_KEY = b"\x04"
 
 
@@ -150,10 +171,31 @@ class ScreenWatcher(TurnWatcher):
         return False
 
 
+@dataclass
+class _Run:
+    """What the adapter knows of one session: its wakeup, where each message agentd typed began in the clean
+    transcript (and whether it was the checkpoint prompt), the modules whose facts it was given."""
+
+    wakeup: str | None
+    hooks: HookContext
+    typed: list[tuple[int, bool]] = field(default_factory=list)
+
+
 class GenericAdapter(Adapter):
     """Line-based REPL agents configured entirely from the unit (see the module docstring)."""
 
     kind: ClassVar[str] = "generic"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._runs: dict[str, _Run] = {}
+
+    def _run(self, session_id: str, wakeup: str | None = None) -> _Run:
+        run = self._runs.get(session_id)
+        if run is None:
+            run = _Run(wakeup, HookContext(self.settings.project_root, self.settings.units_path))
+            self._runs = {**dict(list(self._runs.items())[-1:]), session_id: run}  # this session and the one before
+        return run
 
     # -- launch -------------------------------------------------------------------
     def launch(self, wakeup: str | None, session_id: str, env: Mapping[str, str]) -> Launch:
@@ -164,6 +206,8 @@ class GenericAdapter(Adapter):
             path.write_text(wakeup, encoding="utf-8")
             extra[WAKEUP_ENV] = str(path)
         route = agent.wakeup_route
+        self._runs.pop(session_id, None)
+        self._run(session_id, wakeup if route == "first-message" else None)
         if wakeup is None or route == "none":
             return Launch(argv=list(agent.command), env=extra, first_input=None, wakeup_via="none")
         if route == "file":
@@ -181,6 +225,29 @@ class GenericAdapter(Adapter):
         if command:
             return Keystrokes.of((command.encode() + ENTER, QUIT_PAUSE), (EOF_KEY, 0.0))
         return Keystrokes.of((EOF_KEY, 0.0))
+
+    def outgoing(self, session: Session, text: str) -> str:
+        """``text`` with the constraints digest after it (see the module docstring); where it begins in the
+        clean transcript is noted (the trail ends where the checkpoint prompt began)."""
+        run = self._run(session.session_id)
+        run.typed.append((_text_size(session), _is_checkpoint(text, self.spec.checkpoint.prompt)))
+        if not self.spec.agent.types_own_text or text == run.wakeup or text.lstrip().startswith(REPL_COMMAND):
+            return text
+        digest = run.hooks.prompt_context()
+        if not digest or digest in text:
+            return text
+        if Paste(self.spec.agent.paste) is Paste.LINES:  # each line is a message there: one line more, no more
+            return f"{text}  {' '.join(digest.split())}"
+        return f"{text}\n\n{digest}"
+
+    def written(self, session: Session, path: Path) -> str | None:
+        """The module's facts, the first time this session writes in it (typed at its next turn end)."""
+        if not self.spec.agent.types_own_text:
+            return None
+        text = self._run(session.session_id).hooks.path_context(path)
+        if text and Paste(self.spec.agent.paste) is Paste.LINES:  # typed line by line, each line would be a message
+            return " ".join(text.split())
+        return text
 
     # -- watching -----------------------------------------------------------------
     def watcher(self, session: Session) -> ScreenWatcher:
@@ -209,17 +276,40 @@ class GenericAdapter(Adapter):
         return Blocked(kind, f"the agent shows a {kind.value} screen: answer it in `agentd attach`") if kind else None
 
     def trail(self, session: Session) -> Trail | None:
-        """What the screen showed: the last lines and the commands seen (:func:`~supervisor.trail.generic.screen_trail`)."""
-        from ..trail.generic import screen_trail
+        """What the screen showed (:func:`~supervisor.trail.generic.screen_trail`): the whole clean transcript,
+        after the wakeup's echo, up to where agentd typed its checkpoint prompt when that was the last thing
+        it typed (when the adapter did not see the session's typing, a reload since: up to the prompt's echo)."""
+        from ..trail.generic import after_echo, screen_trail, until_checkpoint
 
-        from ..trail.generic import after_echo
-
-        prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None
+        run = self._runs.get(session.session_id)
+        path = Path(session.transcript.text_path)
+        end = run.typed[-1][0] if run is not None and run.typed and run.typed[-1][1] else None
+        notes: list[str] = []
         try:
-            typed = (self.state_dir(session.session_id) / WAKEUP_FILE).read_text(encoding="utf-8", errors="replace")
+            with open(path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END) if end is None else min(end, fh.seek(0, os.SEEK_END))
+                start = max(0, size - TRAIL_BYTES)
+                fh.seek(start)
+                raw = fh.read(size - start)
+        except OSError as exc:
+            return None if not path.exists() else _unreadable(path, exc)
+        if start:
+            notes.append(f"read the last {TRAIL_BYTES} bytes of {path.name} only ({start} before them)")
+        text = raw.decode("utf-8", errors="replace")
+        if run is None or not run.typed:  # where agentd typed is not known here (a reload): the prompt's echo
+            text = until_checkpoint(text, self.spec.checkpoint.prompt or CHECKPOINT_MARK + " requested by agentd")
+        typed = run.wakeup if run is not None else self._wakeup_file(session.session_id)
+        prompt = re.compile(self.spec.agent.prompt) if self.spec.agent.prompt else None
+        root = self.settings.project_root.resolve()
+        trail = screen_trail(after_echo(text, typed), prompt=prompt, cwd=str(self.spec.workdir_path(root)), root=str(root))
+        trail.notes.extend(notes)
+        return trail
+
+    def _wakeup_file(self, session_id: str) -> str | None:
+        try:
+            return (self.state_dir(session_id) / WAKEUP_FILE).read_text(encoding="utf-8", errors="replace")
         except OSError:
-            typed = None  # no wakeup this session
-        return screen_trail(after_echo(session.transcript.tail(TRAIL_BYTES), typed), prompt=prompt)
+            return None  # no wakeup this session
 
     def context(self, session: Session) -> ContextFigure:
         return ContextFigure(
@@ -228,3 +318,24 @@ class GenericAdapter(Adapter):
             exact=False,
             source="transcript estimate",
         )
+
+
+def _text_size(session: Session) -> int:
+    """The clean transcript's size now: where the next message agentd types begins in it."""
+    try:
+        return os.stat(session.transcript.text_path).st_size
+    except (AttributeError, OSError):
+        return 0
+
+
+def _is_checkpoint(text: str, prompt: str | None) -> bool:
+    """Whether ``text`` is agentd's checkpoint prompt (the unit's own, or the default)."""
+    head = safe_text(text).lstrip()
+    return head.startswith(CHECKPOINT_MARK) or bool(prompt) and head[:80] == safe_text(prompt or "").lstrip()[:80]
+
+
+def _unreadable(path: Path, exc: OSError) -> Trail:
+    from ..trail.generic import SCREEN_SOURCE
+    from ..trail.model import Trail
+
+    return Trail(source=SCREEN_SOURCE, notes=[f"could not read {path.name}: {exc.strerror or exc}"])

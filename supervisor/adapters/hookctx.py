@@ -1,7 +1,10 @@
-"""What agentd adds to an agent's turns through its native hooks (Codex and Claude Code alike).
+"""What agentd adds to an agent's turns: through its native hooks (Codex and Claude Code), or with the text it types.
 
 Two things, both plain text the adapters return as a hook's
-``additionalContext``:
+``additionalContext`` (an agent without hooks, a generic REPL, gets the same
+from :mod:`supervisor.adapters.generic`: the digest with each message agentd
+types, the facts typed at the turn end after the scope watcher saw its first
+write in a module, :meth:`HookContext.path_context`):
 
 * **the hard constraints in every turn** (``UserPromptSubmit``):
   :func:`constraints_digest` is every line of ``.agent/constraints.md`` when they
@@ -36,6 +39,8 @@ from ..tokens import estimate_tokens
 
 #: Default token budget of the constraints digest added to every turn.
 DIGEST_BUDGET = 150
+#: How the digest begins (a REPL's test double strips what follows it: supervisor/fakeagent).
+DIGEST_HEAD = "agentd: the project's"
 #: Token budget of one module's facts.
 FACTS_BUDGET = 400
 #: Tools that write the file named by ``tool_input.file_path`` (Claude Code).
@@ -62,7 +67,7 @@ def constraints_digest(root: Path, budget: int = DIGEST_BUDGET) -> str | None:
     lines = [re.sub(r"^[-*]\s+", "", ln) for ln in constraint_lines(root)]
     if not lines:
         return None
-    head = f"agentd: the project's {len(lines)} hard constraint{'s' if len(lines) != 1 else ''} (never break them):"
+    head = f"{DIGEST_HEAD} {len(lines)} hard constraint{'s' if len(lines) != 1 else ''} (never break them):"
     full = "\n".join([head, *(f"- {ln}" for ln in lines)])
     if estimate_tokens(full) <= budget:
         return full
@@ -232,6 +237,7 @@ class HookContext:
     units_dir: Path
     given: set[str] = field(default_factory=set)
     _map: ModuleMap | None = None
+    _digest: tuple[tuple[int, int] | None, str | None] | None = None  # (constraints.md's mtime and size, digest)
 
     def module_map(self) -> ModuleMap:
         if self._map is None:
@@ -239,8 +245,24 @@ class HookContext:
         return self._map
 
     def prompt_context(self) -> str | None:
-        """The constraints digest for a turn that begins (``UserPromptSubmit``)."""
-        return constraints_digest(self.root)
+        """The constraints digest for a turn that begins (``UserPromptSubmit``; a message typed into a REPL):
+        read again only when ``constraints.md`` changed."""
+        try:
+            info = (Path(self.root) / ".agent" / "constraints.md").stat()
+            stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+        except OSError:
+            stamp = None
+        if self._digest is None or self._digest[0] != stamp:
+            self._digest = (stamp, constraints_digest(self.root))
+        return self._digest[1]
+
+    def path_context(self, path: Path) -> str | None:
+        """Facts of the module ``path`` (absolute) lies in, the first time this session writes in it."""
+        module = self.module_map().module_of(path)
+        if module is None or module in self.given:
+            return None
+        self.given.add(module)
+        return module_facts(self.root, module)
 
     def tool_context(self, event: Mapping[str, Any]) -> str | None:
         """Facts of the modules a tool call is about to write, each once per session (``PreToolUse``)."""
@@ -249,15 +271,7 @@ class HookContext:
         if not isinstance(tool_input, Mapping):
             return None
         cwd = Path(str(event.get("cwd") or self.root))
-        parts = []
-        for path in edited_paths(tool, tool_input, cwd):
-            module = self.module_map().module_of(path)
-            if module is None or module in self.given:
-                continue
-            self.given.add(module)
-            text = module_facts(self.root, module)
-            if text:
-                parts.append(text)
+        parts = [text for path in edited_paths(tool, tool_input, cwd) if (text := self.path_context(path))]
         return "\n\n".join(parts) or None
 
     def compacted(self) -> None:

@@ -71,6 +71,8 @@ def status_note(row: dict) -> str:
     parts.append(row.get("activity") or row.get("reason") or "")
     if row.get("transcript_problem"):
         parts.append(row["transcript_problem"])
+    if row.get("typing"):
+        parts.append(f"typing {row['typing']}")
     sandbox = row.get("sandbox") or {}
     if sandbox.get("bypassed"):
         parts.append("sandbox bypassed" + ("" if sandbox.get("fenced") else " (no fence)"))

@@ -19,7 +19,7 @@ from .context import AppContext, pass_app
 
 @click.command(epilog="""\b
 Examples:
-  agentd report                 # every unit's resumed sessions, medians per unit and for the project
+  agentd report                 # every unit's resumed sessions, the share that fragmented, medians
   agentd report web --since 7d  # one unit, the last week
   agentd report --json          # sessions, per-unit and project medians as one JSON object""")
 @click.argument("unit", required=False)
@@ -29,13 +29,17 @@ Examples:
 def report(app: AppContext, unit: str | None, as_json: bool, since: str | None) -> None:
     """How each resumed session came back, and whether it received what it needed.
 
-    Per session that followed another: tool calls to its first productive edit
-    (the unit's cold session beside it), re-reads of files unchanged since the
-    session before read them (by blob hash), repeated commands, constraint
-    breaks, seconds to the first edit, and probe recall (found/probes: the task,
-    the latest decisions, the files in flight, the last command, the WIP commit,
+    Per session that followed another, oldest first: tool calls to its first
+    productive edit (the unit's cold session beside it), re-reads of files
+    unchanged since the session before read them (by blob hash; for a REPL, the
+    cat/less/head/tail/sed -n lines of its screen), repeated commands, edits
+    made twice (the same change again), constraint breaks, seconds and tokens
+    to the first edit, and probe recall (found/probes: the task, the latest
+    decisions, the files in flight, the real last command, the WIP commit,
     every hard constraint, looked for in what the adapter delivered).  A recall
-    below 1 is flagged with the missing probes.
+    below 1 is flagged with the missing probes.  The headline, per unit and for
+    the project: the share of resumes that fragmented (re-read, repeated, did
+    an edit twice or broke a constraint).
     """
     from ..config.unitfile import unit_path, valid_name
     from ..continuity.records import read_history, read_sessions

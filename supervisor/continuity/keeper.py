@@ -10,6 +10,9 @@ whether or not the agent cooperated.  :class:`UnitKeeper`, the real one:
    (:func:`~supervisor.memory.wip.save_wip`; HEAD, the index and the work
    tree untouched);
 3. writes :class:`~.stopped.Stopped` for the next wakeup's "Where you stopped";
+   after a crash of a session that never wrote its "State at interruption",
+   that line names the crashed session (:func:`crash_state`), so the task no
+   longer points at an older session as if it were the last;
 4. counts how the session came back after the one before it (issue 16:
    :func:`supervisor.report.gather.after_session`), kept in the result
    (``Kept.resumed``, in the history entry as ``stopped.resumed``).
@@ -26,9 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -146,6 +151,11 @@ class UnitKeeper:
                          uncommitted=[c.describe() for c in wip.changes] + ([f"... {wip.more} more"] if wip and wip.more else [])
                          if wip else [], stat=wip.stat if wip else "", notes=notes)
         self._carry(record)
+        if moment is Moment.CRASH and session:
+            try:
+                crash_state(self.root, self.module, session, record.time, self.clock())
+            except Exception as exc:  # noqa: BLE001 - the task line is best effort, like the rest
+                notes.append(f"could not note the crash in the task's state: {type(exc).__name__}: {exc}")
         resumed = self._figures(session, found, notes)
         try:
             store.save(self.root, record)
@@ -157,9 +167,10 @@ class UnitKeeper:
     def _figures(self, session: str | None, trail: Trail | None, notes: list[str]) -> dict[str, Any] | None:
         """How this session came back, against the one before it (issue 16; best effort)."""
         from ..report.gather import after_session
+        from ..trail.generic import SCREEN_SOURCE
 
         try:
-            generic = trail is not None and bool(trail.actions) and all(a.tool == "screen" for a in trail.actions)
+            generic = trail is not None and trail.source == SCREEN_SOURCE  # a screen: no edits, no tokens
             figures = after_session(self.root, self.unit, session, trail, scope=self.scope, forbid=self.forbid,
                                     generic=generic, module=self.module)
         except Exception as exc:  # noqa: BLE001 - the report never stops a keep
@@ -194,3 +205,43 @@ class UnitKeeper:
             if not record.trail.plan:
                 record.trail.plan = list(before.trail.plan)
                 record.plan_from = before.plan_from or before.session
+
+
+#: How :func:`crash_state` begins the state line (and finds its own, not to nest them).
+_CRASHED = re.compile(r"^session \S+ ended \(crash\) at \S+ before it wrote its state[^;]*; the state before it: ")
+
+
+def session_started(session: str) -> float | None:
+    """When a session started, from its id (``20261130T143200.123456-1a2b3c``, UTC; session/pty.py), or None."""
+    try:
+        return datetime.strptime(session[:22], "%Y%m%dT%H%M%S.%f").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def crash_state(root: Path, module: str, session: str, when: str, now: float) -> str | None:
+    """After ``session`` crashed: when its task's "State at interruption" (the module's own task, else the global
+    one) holds a state written before the session started, that state is an older session's: the module's state
+    then names the crashed one, keeping what the older state said.  Returns the new state, or None when the line
+    was left (the session wrote its own, or there is none)."""
+    from ..memory.store import AgentPaths
+    from ..memory.task import read_task, update_task_state
+
+    paths = AgentPaths(Path(root))
+    mod = None if module in ("", "global") else module
+    shown = paths.task(mod) if mod is None or paths.task(mod).exists() else paths.task(None)
+    started = session_started(session)
+    try:
+        written = shown.stat().st_mtime
+    except OSError:
+        written = None
+    if started is None or (written is not None and written >= started) or started > now:
+        return None  # it wrote its state (or someone did) since it started; or the id says no start
+    info = read_task(paths, None if shown == paths.task(None) else mod)
+    if info.state_empty:
+        return None  # no state of an older session to mistake for this one's
+    old = _CRASHED.sub("", info.state)
+    state = (f"session {session} ended (crash) at {when} before it wrote its state: see \"Where you stopped\"; "
+             f"the state before it: {old or '(not set)'}")
+    update_task_state(paths, state, module=mod)
+    return state

@@ -30,7 +30,7 @@ from typing import Any
 from ..durable import write_json
 from ..session.redact import redact_value
 from ..memory.store import AgentPaths
-from ..trail.model import StepStatus, Trail
+from ..trail.model import Action, StepStatus, Trail
 from .briefing import Section
 
 STOPPED_DIR = "stopped"
@@ -130,6 +130,13 @@ def quote(text: str, limit: int = 300) -> str:
     return "“" + _clip(text, limit).replace("“", '"').replace("”", '"') + "”"
 
 
+def quote_end(text: str, limit: int = 160) -> str:
+    """:func:`quote`, but a long text keeps its end (how a command's output ends: its error), not its start."""
+    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
+    kept = flat if len(flat) <= limit else "…" + flat[-(limit - 1):].lstrip()
+    return "“" + kept.replace("“", '"').replace("”", '"') + "”"
+
+
 def code(text: str, limit: int = 200) -> str:
     """A command as inline code on one line (a fence longer than any backtick run inside)."""
     body = _clip(text, limit)
@@ -141,6 +148,12 @@ def code(text: str, limit: int = 200) -> str:
 def _clip(text: str, limit: int) -> str:
     flat = " ".join(_CONTROL.sub(" ", str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def command_item(action: Action) -> str:
+    """A command as "your last commands" shows it: the command as code, then how it ended (``→ exit 2``)."""
+    status = "exit status unknown" if action.exit_code is None else f"exit {action.exit_code}"
+    return f"{code(action.command or '')} → {status}"
 
 
 def _paths(paths: list[str]) -> str:
@@ -180,9 +193,8 @@ def section(stopped: Stopped | None) -> Section:
     if commands:
         sec.add("- your last commands and how they ended (oldest first):", ref)
         for action in commands:
-            status = "exit status unknown" if action.exit_code is None else f"exit {action.exit_code}"
-            tail = f" — output ends: {quote(action.output, 160)}" if action.output and action.exit_code not in (0, None) else ""
-            sec.add(f"  - {code(action.command or '')} → {status}{tail}", ref)
+            tail = f" — output ends: {quote_end(action.output, 160)}" if action.output and action.exit_code not in (0, None) else ""
+            sec.add(f"  - {command_item(action)}{tail}", ref)
     if stopped.uncommitted:
         more = len(stopped.uncommitted) - UNCOMMITTED
         shown = ", ".join(code(u, 160) for u in stopped.uncommitted[:UNCOMMITTED]) + (f" (+{more} more)" if more > 0 else "")

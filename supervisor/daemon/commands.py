@@ -158,6 +158,11 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
     }
 
 
+#: What status says of a unit that talks to a shell ([agent] talks_to = "shell").
+TYPING_OFF = ("off (talks_to = \"shell\"): agentd types no checkpoint prompt, task, warning, constraints or "
+              "facts into it; the wakeup is a file")
+
+
 def cycle_summary(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
     if not cycle:
         return None
@@ -203,6 +208,7 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "violations": unit.violations,
         "schedule": schedule,
         "sandbox": _sandbox(unit),
+        "typing": None if unit.spec.agent.types_own_text else TYPING_OFF,
         "frozen": unit.watch.frozen_now(driver.session_id) if driver else None,
         "checkpoint_limits": _checkpoint_limits(unit),
     }

@@ -10,7 +10,11 @@ A :class:`Conversation` belongs to one :class:`~supervisor.daemon.unit.UnitSuper
   for :data:`~supervisor.continuity.policy.PERSON_IDLE` seconds;
 * events from the agent itself (``agentd notify``: Codex's notify, Claude
   Code's hooks) are read by the adapter; a compaction is recorded and
-  answered with the wakeup, an announced one starts a checkpoint.
+  answered with the wakeup, an announced one starts a checkpoint;
+* a write the scope watcher saw the agent make (:meth:`Conversation.wrote`):
+  what the adapter has to say about it (a generic agent's module facts, the
+  first time it writes in a module; hooks give the others theirs) is typed at
+  the next turn end.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ..continuity.wakeup import Wakeup, unit_wakeup
 from .lifecycle import UnitState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     from ..adapters.base import ContextFigure
     from ..adapters.driver import Driver
     from ..config.units import UnitSpec
@@ -72,6 +78,7 @@ class Conversation:
         self.delivery: asyncio.Task[str] | None = None  # typing the wakeup as the first message
         self.own_compaction: tuple[str, int] | None = None  # (session, turns ended) at the agent's own compaction
         self.wakeup_turn: tuple[str, int] | None = None  # (session, the count of turns ended once it answers its wakeup)
+        self._writes = asyncio.Lock()  # one write's facts at a time: a module's are given once
 
     # ------------------------------------------------------------------ the wakeup as the first message
     @property
@@ -167,6 +174,19 @@ class Conversation:
             return {"queued": False, "reason": "the unit talks to a shell: agentd types nothing of its own into it"}
         self.sends.append(text)
         return {"queued": True, "position": len(self.sends)}
+
+    async def wrote(self, path: Path) -> dict[str, Any] | None:
+        """The agent wrote ``path`` (absolute; the scope watcher saw it): the adapter's word on it, queued for the
+        next turn end (read off the loop: facts files)."""
+        driver = self.unit.driver
+        if driver is None or not self.unit.spec.agent.types_own_text:
+            return None
+        async with self._writes:
+            text = await asyncio.to_thread(driver.written, path)
+        if not text or self.unit.driver is not driver:
+            return None
+        log.info("facts_queued", unit=self.unit.name, session=driver.session_id, path=str(path))
+        return self.queue(text)
 
     # ------------------------------------------------------------------ the agent's own events
     async def agent_event(self, event: dict[str, Any], session_id: str | None) -> dict[str, Any]:

@@ -78,6 +78,10 @@ class Offender:
         """Tell the agent at its next turn end (never typed into a shell)."""
         self.unit.talk.queue(text)
 
+    def wrote(self, rel: str) -> None:
+        """The agent wrote ``rel`` within its rules: what its adapter has to say about it, at the next turn end."""
+        self.unit.rt.spawn(self.unit.talk.wrote(self.unit.rt.root / rel))
+
     async def stop(self, why: str, checkpoint: bool = True) -> None:
         await self.unit.stop(why, checkpoint)
 

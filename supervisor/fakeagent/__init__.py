@@ -28,7 +28,11 @@ agent does its own line editing (:class:`LineEditor`):
   slow checkpoint) it interrupts the work and goes back to the prompt;
 * Ctrl-D on an empty line exits with status 0, like real agents.
 
-Empty messages just re-prompt and are not logged.
+Empty messages just re-prompt and are not logged.  The hard constraints' digest
+agentd types after its messages (``agentd: the project's N hard constraints``,
+after a blank line or, typed line by line, at the end of the line) is logged
+with the message and then set aside, as a person reads past it: ``run ...``
+stays a command.
 
 Messages
 --------

@@ -73,6 +73,7 @@ class FakeAgent:
         self.messages += 1
         if self.args.input_log:
             self.log_input(text)
+        text = without_digest(text)
         first = text.split("\n", 1)[0]
         if self.plan is not None and self.plan.handle(self, text):
             return
@@ -232,6 +233,20 @@ class FakeAgent:
                 return
             out(f"$ agentd {name}: ok\n")
         out("checkpoint written\n")
+
+
+#: How agentd's constraints digest begins when it types it after a message (supervisor/adapters/hookctx.py).
+DIGEST_HEAD = "agentd: the project's"
+
+
+def without_digest(text: str) -> str:
+    """The message without the constraints digest agentd adds after what it types (a block after a blank line,
+    or, for a REPL typed line by line, the end of the line): a command stays a one-line command."""
+    for mark in ("\n\n" + DIGEST_HEAD, "  " + DIGEST_HEAD):
+        at = text.find(mark)
+        if at >= 0:
+            return text[:at]
+    return text
 
 
 COMMANDS = {

@@ -1,9 +1,12 @@
 """Tasks: one per module (``tasks/<module>.md``) and the global one (``current-task.md``).
 
 Each file holds the task and the agent's ``State at interruption: ...`` line.
-A module's task is written by ``agentd task UNIT ...`` and by its agent
-(``agentd task-state``, the MCP ``update_task_state`` tool); the global task
-is the file every project had before per-module tasks, read as before.
+A module's task is written by ``agentd task UNIT ...``, by a plan, and by its
+agent (``agentd task-state``, the MCP ``update_task_state`` tool, through the
+daemon's inbox); the global task is the file every project had before
+per-module tasks, read as before.  An agent's state for a module that has no
+task of its own yet is written alone (no placeholder task): the wakeup shows it
+under the global task.
 """
 
 from __future__ import annotations
@@ -98,6 +101,10 @@ def update_task_state(
     body = clean_task(task) if task is not None else None
     with store_lock(paths):
         current = read_task(paths, module)
-        body = body if body is not None else (current.body or PLACEHOLDER_TASK)
-        atomic_write(paths.task(module), f"{heading(module)}\n\n{body}\n\n{STATE_PREFIX} {state}\n")
+        if body is None:
+            # a module with no task of its own yet (the global task describes the work): its state only, never
+            # a placeholder task that every wakeup would then show; the global task keeps its template
+            body = current.body if current.body or module is not None else PLACEHOLDER_TASK
+        middle = f"{body}\n\n" if body else ""
+        atomic_write(paths.task(module), f"{heading(module)}\n\n{middle}{STATE_PREFIX} {state}\n")
     return TaskInfo(body=body, state=state)

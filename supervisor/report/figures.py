@@ -16,6 +16,9 @@ involved at its end) and with the unit's first, cold session:
 * **repeated commands**: the same command (whitespace folded) run again with the
   same input files (the files its words name, by blob hash); agentd's own
   commands (the notes and decisions each checkpoint asks for) are not counted;
+* **edits made twice**: an edit that makes the very change (the same file, the
+  same text written: :attr:`~..trail.model.Action.change`) an edit of the
+  previous session made, made again after the respawn;
 * **constraint breaks**: edits outside the scope or to a forbidden path, and
   edits within the session's first :data:`UNDO_WINDOW` tool calls that put a
   recorded decision's file back as it was before the decision (its blob at the
@@ -27,9 +30,13 @@ involved at its end) and with the unit's first, cold session:
   input (cached or not) plus output (:attr:`~..trail.model.Action.tokens`:
   Codex's ``token_count``, Claude Code's ``message.usage``).
 
-A generic agent's trail is its screen: ``$ cat FILE`` lines are reads, other
-``$`` lines commands; it shows no edits and no tokens, so :attr:`Figures.cannot`
-says so.
+A resumed session **fragmented** (:attr:`Figures.fragmented`) when it re-read
+a file, repeated a command, made an edit twice or broke a constraint: the
+report's headline is the share of resumes that did.
+
+A generic agent's trail is its screen: ``$ cat|less|head|tail FILE`` and
+``$ sed -n ...`` lines are reads, other ``$`` lines commands with their exit
+status; it shows no edits and no tokens, so :attr:`Figures.cannot` says so.
 Nothing here touches a file or a clock.
 """
 
@@ -42,11 +49,9 @@ from datetime import datetime
 from typing import Any
 
 from ..memory.gitfiles import matches
-from ..trail.common import reads_of_command
+from ..trail.common import is_agentd_command, reads_of_command
 from ..trail.model import Action, Kind, Trail
 
-#: Commands of agentd itself, which the checkpoint prompt asks for at every cycle.
-AGENTD_COMMANDS = ("agentd ", "python -m supervisor ")
 #: A file's blob id at some moment, or None when it did not exist.
 Blobs = Mapping[str, "str | None"]
 
@@ -59,6 +64,7 @@ class Baseline:
     reads: dict[str, str | None] = field(default_factory=dict)  # path -> blob at the session's end
     commands: dict[str, dict[str, str | None]] = field(default_factory=dict)  # command -> {input: blob}
     edits: dict[str, str | None] = field(default_factory=dict)  # files it changed -> blob at its end
+    changes: dict[str, list[str]] = field(default_factory=dict)  # each edit's change digest -> the files it edited
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +73,8 @@ class Baseline:
     def from_dict(cls, data: Mapping[str, Any]) -> Baseline:
         return cls(session=data.get("session"), reads=dict(data.get("reads") or {}),
                    commands={str(k): dict(v or {}) for k, v in (data.get("commands") or {}).items()},
-                   edits=dict(data.get("edits") or {}))
+                   edits=dict(data.get("edits") or {}),
+                   changes={str(k): [str(p) for p in v or []] for k, v in (data.get("changes") or {}).items()})
 
 
 #: An edit this early in a resumed session that undoes a decision's file is a constraint break.
@@ -93,16 +100,23 @@ class Figures:
     cold_actions_to_edit: int | None = None  # the unit's first session's figure, beside it
     rereads: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)
+    twice: list[str] = field(default_factory=list)  # files an edit changed again the way the session before did
     breaks: list[str] = field(default_factory=list)  # "outside scope: PATH", "forbidden: PATH"
     seconds_to_edit: float | None = None
     tokens_to_edit: int | None = None
     cannot: list[str] = field(default_factory=list)  # what this trail cannot tell
     edits_seen: bool = True  # False for a screen: no edits, so no breaks either (None in the report, not 0)
 
+    @property
+    def fragmented(self) -> bool:
+        """It re-read, repeated a command, made an edit twice or broke a constraint (the headline's count)."""
+        return bool(self.rereads or self.repeated or self.twice or self.breaks)
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["rereads_count"], data["repeated_count"], data["breaks_count"] = (
-            len(self.rereads), len(self.repeated), len(self.breaks))
+        data["rereads_count"], data["repeated_count"], data["twice_count"], data["breaks_count"] = (
+            len(self.rereads), len(self.repeated), len(self.twice), len(self.breaks))
+        data["fragmented"] = self.fragmented
         return data
 
 
@@ -125,7 +139,7 @@ def is_command(action: Action) -> bool:
     """A command that is not only a read (those count as reads, not as repeated commands), nor agentd's own
     (``agentd note``/``decide``/``task-state``: what the checkpoint asks for each time, not repeated work)."""
     return (action.kind is Kind.COMMAND and action.command is not None and not reads_of(action)
-            and not action.command.lstrip().startswith(AGENTD_COMMANDS))
+            and not is_agentd_command(action.command))
 
 
 def command_words(command: str) -> list[str]:
@@ -155,6 +169,9 @@ def baseline(trail: Trail | None, session: str | None, blob: Callable[[str], str
             out.commands[norm_command(action.command or "")] = {p: blob(p) for p in command_inputs(action.command or "", exists)}
     for path in trail.files_changed():
         out.edits[path] = blob(path)
+    for action in trail.actions:
+        if action.change and action.ok is not False and action.edits:
+            out.changes[action.change] = list(action.edits)
     return out
 
 
@@ -214,6 +231,7 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
     changed_by_me: set[str] = set()
     rereads: dict[str, None] = {}
     repeated: dict[str, None] = {}
+    twice: dict[str, None] = {}
     for action in trail.actions:
         for path in reads_of(action):
             if (previous is not None and path in previous.reads and path not in changed_by_me
@@ -225,6 +243,8 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
             inputs = previous.commands.get(key)
             if inputs is not None and not (changed_by_me & set(inputs)) and all(now.get(p) == b for p, b in inputs.items()):
                 repeated[key] = None
+        if action.ok is not False and previous is not None and action.change in previous.changes:
+            twice.update(dict.fromkeys(action.edits))
         if action.ok is not False:
             for path in action.edits:
                 changed_by_me.add(path)
@@ -232,7 +252,7 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
                     figures.breaks.append(f"forbidden: {path}")
                 elif scope and not matches(path, scope):
                     figures.breaks.append(f"outside scope: {path}")
-    figures.rereads, figures.repeated = list(rereads), list(repeated)
+    figures.rereads, figures.repeated, figures.twice = list(rereads), list(repeated), list(twice)
     if previous is not None:
         figures.breaks += undone(trail, settled, now)
     figures.breaks = list(dict.fromkeys(figures.breaks))
@@ -244,8 +264,8 @@ def resumed(trail: Trail, session: str | None, previous: Baseline | None, now: B
     if generic:
         figures.edits_seen = False
         figures.cannot.append("a generic agent's screen shows no file edits and no tokens: no actions to the "
-                              "first edit, no tokens to resume, no constraint breaks; re-reads are `$ cat FILE` "
-                              "lines, commands the `$` lines")
+                              "first edit, no edits made twice, no tokens to resume, no constraint breaks; re-reads "
+                              "are `$ cat|less|head|tail FILE` and `$ sed -n` lines, commands the other `$` lines")
     else:
         if figures.seconds_to_edit is None and figures.actions_to_edit is not None:
             figures.cannot.append("time to resume: the trail has no timestamps")

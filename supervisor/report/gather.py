@@ -125,6 +125,7 @@ def settled_decisions(root: Path, module: str | None) -> list[fig.Settled]:
 
 def project_probes(root: Path, module: str, stopped: Any) -> list[pr.Probe]:
     """The probes of a respawn of a unit of ``module`` (``stopped``: where the old session stopped)."""
+    from ..continuity.stopped import command_item
     from ..continuity.wakeup import _constraints_section
     from ..memory import decisions
     from ..memory.task import read_task
@@ -140,12 +141,11 @@ def project_probes(root: Path, module: str, stopped: Any) -> list[pr.Probe]:
     in_flight = list(trail.files_changed()) if trail is not None else []
     in_flight += [u.split(" ", 1)[-1].split(" -> ")[-1] for u in getattr(stopped, "uncommitted", None) or []
                   if not u.startswith("... ")]
-    commands = trail.commands() if trail is not None else []
+    commands = trail.commands() if trail is not None else []  # the agent's own: agentd's are left out
     wip = (getattr(stopped, "wip", None) or {}).get("commit")
     return pr.build(task=first, module=mod, module_decision=latest_mod[-1].decision.decision if latest_mod else None,
                     global_decision=latest_glob[-1].decision.decision if latest_glob else None, in_flight=in_flight,
-                    last_command=commands[-1].command if commands else None,
-                    last_exit=commands[-1].exit_code if commands else None, wip=wip,
+                    last_command=command_item(commands[-1]) if commands else None, wip=wip,
                     constraints=_constraints_section(paths, []).items)
 
 

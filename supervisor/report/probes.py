@@ -6,8 +6,11 @@ At each respawn the probes are listed from what agentd knows:
 * ``decision (MODULE)`` and ``decision (global)``: the latest decision of each log;
 * ``file in flight: PATH``: each file the old session changed (its trail), or
   was left uncommitted in its scope;
-* ``last command``: the last command the old session ran, and ``→ exit N``
-  when its status is known;
+* ``last command``: the old session's real last command, from its trail (never
+  agentd's own ``agentd note``/``decide``/``task-state``), as "Where you
+  stopped" shows it: the command and how it ended (``→ exit N``), so that
+  agentd's own command in the wakeup, or the words somewhere else, do not
+  count;
 * ``WIP commit``: the commit that saved its uncommitted work (12 characters);
 * ``constraint N``: every hard constraint line.
 
@@ -62,7 +65,7 @@ def needle(text: str, limit: int = NEEDLE_CHARS) -> str:
 
 def build(*, task: str | None = None, module: str | None = None, module_decision: str | None = None,
           global_decision: str | None = None, in_flight: Sequence[str] = (), last_command: str | None = None,
-          last_exit: int | None = None, wip: str | None = None, constraints: Sequence[str] = ()) -> list[Probe]:
+          wip: str | None = None, constraints: Sequence[str] = ()) -> list[Probe]:
     """The probes of one respawn (see the module docstring); empty parts give no probe."""
     probes: list[Probe] = []
     if task and needle(task):
@@ -73,9 +76,8 @@ def build(*, task: str | None = None, module: str | None = None, module_decision
         probes.append(Probe("decision (global)", (needle(global_decision),)))
     for path in dict.fromkeys(p for p in in_flight if p.strip()):
         probes.append(Probe(f"file in flight: {path}", (path,)))
-    if last_command and needle(last_command):
-        parts = (needle(last_command),) + ((f"→ exit {last_exit}",) if last_exit is not None else ())
-        probes.append(Probe("last command", parts))
+    if last_command and fold(last_command):
+        probes.append(Probe("last command", (fold(last_command),)))  # whole: the command and how it ended
     if wip:
         probes.append(Probe("WIP commit", (wip[:12],)))
     for number, line in enumerate((c for c in constraints if needle(c)), 1):

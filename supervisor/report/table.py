@@ -1,4 +1,4 @@
-"""The report over the history: one row per resumed session, medians per unit and for the project.
+"""The report over the history: one row per resumed session, oldest first, medians per unit and for the project.
 
 Pure: :func:`rows` takes the cycle records (``<state>/history/UNIT.jsonl``, as
 read) and joins the two things a unit's history holds about one session:
@@ -8,7 +8,9 @@ read) and joins the two things a unit's history holds about one session:
 * ``recall``: its probe recall, recorded by the cycle that started it (:mod:`.probes`).
 
 :func:`summary` gives, per unit and for the whole project, the count of
-sessions and the median of each figure (None where no session has it).
+sessions, the headline (the share of resumes that fragmented: re-read a file,
+repeated a command, made an edit twice or broke a constraint) and the median
+of each figure (None where no session has it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-FIGURES = ("actions_to_edit", "rereads", "repeated", "breaks", "seconds_to_edit", "tokens_to_edit", "recall")
+FIGURES = ("actions_to_edit", "rereads", "repeated", "twice", "breaks", "seconds_to_edit", "tokens_to_edit", "recall")
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -39,6 +41,8 @@ class Row:
     reread_files: list[str] = field(default_factory=list)
     repeated: int | None = None
     repeated_commands: list[str] = field(default_factory=list)
+    twice: int | None = None  # edits made again, the same change as the session before made
+    twice_files: list[str] = field(default_factory=list)
     breaks: int | None = None
     break_list: list[str] = field(default_factory=list)
     seconds_to_edit: float | None = None
@@ -47,8 +51,16 @@ class Row:
     missing: list[str] = field(default_factory=list)
     cannot: list[str] = field(default_factory=list)
 
+    @property
+    def fragmented(self) -> bool | None:
+        """It re-read, repeated a command, made an edit twice or broke a constraint; None without figures."""
+        counts = (self.rereads, self.repeated, self.twice, self.breaks)
+        if all(c is None for c in counts):
+            return None
+        return any(c for c in counts)
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "fragmented": self.fragmented}
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -74,7 +86,8 @@ def _when(record: Mapping[str, Any]) -> datetime | None:
 
 def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None = None,
          sessions: Iterable[Mapping[str, Any]] = ()) -> list[Row]:
-    """One row per session the history says something about (see the module docstring), oldest first.
+    """One row per session the history says something about (see the module docstring), oldest first (by when
+    the session started; one whose start is not known, by when it ended).
 
     ``sessions`` (``UNIT.sessions.jsonl``) adds the recall of sessions started outside a cycle (a crash
     restart, a schedule) when their start recorded one."""
@@ -89,6 +102,7 @@ def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None
         return by_session[key]
 
     records = list(records)
+    ended: dict[int, str] = {}  # row -> when the cycle that ended its session began (no start known)
     starts = {str(rec["new_session"]): _when(rec) for rec in records if rec.get("new_session")}
 
     def recent(when: datetime | None) -> bool:
@@ -115,12 +129,19 @@ def rows(unit: str, records: Iterable[Mapping[str, Any]], since: datetime | None
             r.actions, r.actions_to_edit = resumed.get("actions"), resumed.get("actions_to_edit")
             r.cold_actions_to_edit = resumed.get("cold_actions_to_edit")
             r.reread_files, r.repeated_commands = list(resumed.get("rereads") or []), list(resumed.get("repeated") or [])
-            r.break_list = list(resumed.get("breaks") or [])
+            r.break_list, r.twice_files = list(resumed.get("breaks") or []), list(resumed.get("twice") or [])
             r.rereads, r.repeated = len(r.reread_files), len(r.repeated_commands)
-            r.breaks = len(r.break_list) if resumed.get("edits_seen", True) else None
+            seen = resumed.get("edits_seen", True)
+            r.breaks = len(r.break_list) if seen else None
+            r.twice = len(r.twice_files) if seen else None
+            if r.started is None and starts.get(session) is not None:
+                r.started = starts[session].strftime("%Y-%m-%dT%H:%M:%SZ")
+            ended.setdefault(id(r), str(rec.get("started") or ""))
             r.seconds_to_edit, r.tokens_to_edit = resumed.get("seconds_to_edit"), resumed.get("tokens_to_edit")
             r.cannot = list(resumed.get("cannot") or [])
-    return order
+    # by start; a session whose start is not known, by the moment it ended (before the one that cycle started);
+    # stable: history order within a second
+    return sorted(order, key=lambda r: (r.started or ended.get(id(r)) or "~", r.started is not None))
 
 
 def _median(values: Sequence[float | int | None]) -> float | None:
@@ -129,10 +150,14 @@ def _median(values: Sequence[float | int | None]) -> float | None:
 
 
 def summary(all_rows: Sequence[Row]) -> dict[str, Any]:
-    """Per unit and for the project: sessions, flagged sessions (recall < 1) and the median of each figure."""
+    """Per unit and for the project: sessions, flagged sessions (recall < 1), the headline (of the resumes
+    with figures, how many fragmented, and their share) and the median of each figure."""
     def figures(group: Sequence[Row]) -> dict[str, Any]:
+        judged = [r.fragmented for r in group if r.fragmented is not None]
         out: dict[str, Any] = {"sessions": len(group),
-                               "recall_below_1": sum(1 for r in group if r.recall is not None and r.recall < 1.0)}
+                               "recall_below_1": sum(1 for r in group if r.recall is not None and r.recall < 1.0),
+                               "resumes_with_figures": len(judged), "fragmented": sum(judged),
+                               "fragmented_share": round(sum(judged) / len(judged), 4) if judged else None}
         for name in FIGURES:
             out[f"median_{name}"] = _median([getattr(r, name) for r in group])
         out["median_cold_actions_to_edit"] = _median([r.cold_actions_to_edit for r in group])
@@ -152,23 +177,35 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def headline(figs: Mapping[str, Any]) -> str:
+    """``fragmented 1 of 3 resumes (33.3%)``: the share of resumes that re-read, repeated, redid or broke."""
+    if not figs.get("resumes_with_figures"):
+        return "fragmented: - (no resume with figures)"
+    return (f"fragmented {figs['fragmented']} of {figs['resumes_with_figures']} resumes "
+            f"({figs['fragmented_share'] * 100:.1f}%)")
+
+
 def render(all_rows: Sequence[Row]) -> str:
-    """The table ``agentd report`` prints: the sessions, then one median line per unit and the project."""
+    """The table ``agentd report`` prints: the sessions oldest first, one median line per unit and for the
+    project; under it, per unit and for the project, the headline (:func:`headline`)."""
     from tabulate import tabulate
 
     table = []
     for r in all_rows:
         flag = "" if r.recall is None or r.recall >= 1.0 else f" ! missing: {', '.join(r.missing)}"
-        table.append([r.unit, r.session or "-", r.previous or "-",
+        table.append([r.unit, r.session or "-", r.previous or "-", (r.started or "-").replace("T", " ").rstrip("Z"),
                       f"{_cell(r.actions_to_edit)} (cold {_cell(r.cold_actions_to_edit)})",
-                      _cell(r.rereads), _cell(r.repeated), _cell(r.breaks), _cell(r.seconds_to_edit),
+                      _cell(r.rereads), _cell(r.repeated), _cell(r.twice), _cell(r.breaks), _cell(r.seconds_to_edit),
                       _cell(r.tokens_to_edit), _cell(r.recall) + flag])
     sums = summary(all_rows)
     for name, figs in [*sums["units"].items(), ("PROJECT", sums["project"])]:
-        table.append([f"{name} (median of {figs['sessions']})", "", "",
+        table.append([f"{name} (median of {figs['sessions']})", "", "", "",
                       f"{_cell(figs['median_actions_to_edit'])} (cold {_cell(figs['median_cold_actions_to_edit'])})",
-                      _cell(figs["median_rereads"]), _cell(figs["median_repeated"]), _cell(figs["median_breaks"]),
-                      _cell(figs["median_seconds_to_edit"]), _cell(figs["median_tokens_to_edit"]),
+                      _cell(figs["median_rereads"]), _cell(figs["median_repeated"]), _cell(figs["median_twice"]),
+                      _cell(figs["median_breaks"]), _cell(figs["median_seconds_to_edit"]),
+                      _cell(figs["median_tokens_to_edit"]),
                       _cell(figs["median_recall"]) + (f" ({figs['recall_below_1']} below 1)" if figs["recall_below_1"] else "")])
-    return tabulate(table, headers=["UNIT", "SESSION", "AFTER", "ACTIONS TO EDIT", "RE-READS", "REPEATED",
-                                    "BREAKS", "SECONDS TO EDIT", "TOKENS TO EDIT", "RECALL"])
+    text = tabulate(table, headers=["UNIT", "SESSION", "AFTER", "STARTED", "ACTIONS TO EDIT", "RE-READS", "REPEATED",
+                                    "EDITS TWICE", "BREAKS", "SECONDS TO EDIT", "TOKENS TO EDIT", "RECALL"])
+    lines = [f"{name}: {headline(figs)}" for name, figs in [*sums["units"].items(), ("PROJECT", sums["project"])]]
+    return text + "\n\n" + "\n".join(lines)

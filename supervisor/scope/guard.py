@@ -221,13 +221,24 @@ class ScopeGuard:
         own = self._own_writes.pop(rel, None)
         if own is not None and content_digest(self.root / rel) == own:
             return  # our own revert
-        verdict = self.judge(rel, self.units.candidates(self.clock()))
+        pool = self.units.candidates(self.clock())
+        verdict = self.judge(rel, pool)
         if verdict is None:
+            self._wrote(rel, pool)
             return
         name, violation, why = verdict
         offender = self.units.offender(name)
         if offender is not None and self._first(name, offender.session_id(), rel):
             self.spawn(self.act(offender, violation, why))
+
+    def _wrote(self, rel: str, pool: list[Candidate]) -> None:
+        """A change within the rules that one running unit made: it is told (its module's facts, once)."""
+        if not pool or self.never(rel):
+            return
+        who = attribute(rel, pool).unit
+        offender = self.units.offender(who) if who else None
+        if offender is not None and hasattr(offender, "wrote"):
+            offender.wrote(rel)
 
     def refused(self, name: str, paths: Iterable[Path]) -> None:
         """The fence of ``name``'s session refused writing ``paths`` (absolute): violations known with certainty."""

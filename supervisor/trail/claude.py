@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .common import norm_path, output_tail, reads_of_command
+from .common import change_digest, norm_path, output_tail, reads_of_command
 from .model import Action, Kind, PlanStep, StepStatus, Trail
 
 READ_TOOLS = frozenset({"Read"})
@@ -171,8 +171,9 @@ def _tool_use(trail: Trail, block: dict[str, Any], root: str | None, at: str | N
     if name in READ_TOOLS and args.get("file_path"):
         return Action(Kind.READ, name, reads=(path(args["file_path"]),), at=at, call_id=call_id)
     if name in EDIT_TOOLS and (args.get("file_path") or args.get("notebook_path")):
-        return Action(Kind.EDIT, name, edits=(path(args.get("file_path") or args["notebook_path"]),), at=at,
-                      call_id=call_id)
+        edited = path(args.get("file_path") or args["notebook_path"])
+        written = {k: v for k, v in args.items() if k not in ("file_path", "notebook_path")}
+        return Action(Kind.EDIT, name, edits=(edited,), at=at, call_id=call_id, change=change_digest(edited, written))
     if name in SHELL_TOOLS:
         command = str(args.get("command") or "")
         reads = reads_of_command(command)

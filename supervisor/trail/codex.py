@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .common import norm_path, output_tail, patch_files, reads_of_command
+from .common import change_digest, norm_path, output_tail, patch_files, reads_of_command
 from .model import Action, Kind, PlanStep, StepStatus, Trail
 
 SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command", "container.exec", "local_shell"})
@@ -118,8 +118,9 @@ class _Parser:
         elif kind == "custom_tool_call":
             name, text = str(p.get("name") or "?"), str(p.get("input") or "")
             if name == "apply_patch":
-                self.add(Action(Kind.EDIT, name, edits=tuple(self.path(f) for f in patch_files(text)), at=at,
-                                call_id=str(p.get("call_id") or "")))
+                edits = tuple(self.path(f) for f in patch_files(text))
+                self.add(Action(Kind.EDIT, name, edits=edits, at=at, call_id=str(p.get("call_id") or ""),
+                                change=change_digest(",".join(edits), _patch_body(text))))
             else:
                 self.add(Action(Kind.OTHER, name, at=at, call_id=str(p.get("call_id") or "")))
         elif kind in ("function_call_output", "custom_tool_call_output"):
@@ -130,8 +131,9 @@ class _Parser:
             command = _command(args.get("cmd") if "cmd" in args else args.get("command"))
             cwd = _cwd(args.get("workdir")) or None
             if command.lstrip().startswith("apply_patch"):
-                self.add(Action(Kind.EDIT, name, command=command, at=at, call_id=call_id,
-                                edits=tuple(self.path(f, cwd) for f in patch_files(command))))
+                edits = tuple(self.path(f, cwd) for f in patch_files(command))
+                self.add(Action(Kind.EDIT, name, command=command, at=at, call_id=call_id, edits=edits,
+                                change=change_digest(",".join(edits), _patch_body(command))))
                 return
             reads = reads_of_command(command)
             self.add(Action(Kind.READ if reads else Kind.COMMAND, name, command=command, at=at, call_id=call_id,
@@ -248,6 +250,11 @@ class _Parser:
     def finish(self) -> Trail:
         self.trail.asks = self.typed if self.typed else self.user_items
         return self.trail
+
+
+def _patch_body(text: str) -> str:
+    """A patch's hunks without its file headers (the files are named apart, as the trail reads them)."""
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("*** "))
 
 
 def _cwd(value: Any) -> str | None:

@@ -1,7 +1,10 @@
-"""Small pure helpers the trail parsers share: paths, reads in a shell command, files in a patch."""
+"""Small pure helpers the trail parsers share: paths, reads in a shell command, files in a patch,
+agentd's own commands, and what an edit wrote (its digest)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import posixpath
 import re
 import shlex
@@ -14,6 +17,10 @@ _VALUE_OPTS = {"head": {"-n", "-c"}, "tail": {"-n", "-c"}, "sed": {"-e", "-f"}, 
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
 _SHELL_META = re.compile(r"[|;&<>`$(){}]")
 OUTPUT_CHARS = 240
+#: Splits a command line into its simple commands (``a && b; c || d | e``).
+_SEQUENCE = re.compile(r"\s*(?:&&|\|\||[;|\n])\s*")
+#: Parts of a compound command that do no work of their own (``agentd note ... && echo written``).
+_NO_WORK = frozenset({"echo", "true", ":", "printf"})
 
 
 def norm_path(path: str, cwd: str | None, root: str | None) -> str:
@@ -70,6 +77,35 @@ def reads_of_command(command: str) -> tuple[str, ...] | None:
             continue
         files.append(word)
     return tuple(files) if files else None
+
+
+def is_agentd_command(command: str | None) -> bool:
+    """Whether ``command`` is agentd's own and nothing else: ``agentd note|decide|task-state ...`` (the notes
+    each checkpoint asks for), ``python -m supervisor ...``, or a line of them joined with ``&&``/``;``/``|``
+    to ``echo``.  Such a command is bookkeeping, never the agent's last piece of work (its wakeup's "last
+    command", the report's repeated commands, a recall probe).  A screen's ``$ agentd note: ok`` counts too."""
+    parts = [p for p in _SEQUENCE.split(str(command or "").strip()) if p.strip()]
+    own = False
+    for part in parts:
+        words = part.split()
+        while words and "=" in words[0] and not words[0].startswith("="):  # VAR=value agentd ...
+            words = words[1:]
+        if not words:
+            continue
+        name = PurePosixPath(words[0].rstrip(":")).name
+        if name == "agentd" or (name.startswith("python") and words[1:3] == ["-m", "supervisor"]):
+            own = True
+        elif name not in _NO_WORK:
+            return False
+    return own
+
+
+def change_digest(path: str, change: object) -> str:
+    """A short digest of one edit: the file and what was written to it (a patch's text, an edit's old and new
+    strings, a whole file's content).  The same change made again, in a later session, has the same digest."""
+    body = json.dumps(change, sort_keys=True, ensure_ascii=False, default=str) if not isinstance(change, str) else change
+    text = path + "\0" + " ".join(body.split())
+    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def patch_files(patch: str) -> tuple[str, ...]:

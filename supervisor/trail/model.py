@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .common import is_agentd_command
 
 class Kind(str, enum.Enum):
     """What a tool call did, for the reader (the raw tool name is kept apart)."""
@@ -78,10 +79,13 @@ class Action:
     #: Tokens the session had used when the model made this call: every request so far, input (cached or
     #: not) plus output, this call's own response included; None where the agent's record has no usage.
     tokens: int | None = None
+    #: An edit's digest: its files and what it wrote (:func:`~.common.change_digest`); the same change made
+    #: again has the same one.  None where the record does not say what was written.
+    change: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind.value, "tool": self.tool}
-        for name in ("command", "exit_code", "ok", "output", "at", "call_id", "tokens"):
+        for name in ("command", "exit_code", "ok", "output", "at", "call_id", "tokens", "change"):
             value = getattr(self, name)
             if value not in (None, ""):
                 data[name] = value
@@ -96,7 +100,7 @@ class Action:
         return cls(kind=Kind(data.get("kind", "other")), tool=str(data.get("tool", "?")), command=data.get("command"),
                    exit_code=data.get("exit_code"), ok=data.get("ok"), reads=tuple(data.get("reads") or ()),
                    edits=tuple(data.get("edits") or ()), output=str(data.get("output") or ""), at=data.get("at"),
-                   call_id=data.get("call_id"), tokens=data.get("tokens"))
+                   call_id=data.get("call_id"), tokens=data.get("tokens"), change=data.get("change"))
 
 
 @dataclass
@@ -115,10 +119,13 @@ class Trail:
     goal_status: str | None = None  # its newest status (update_goal): active, complete, blocked, paused
 
     # -- derived views ----------------------------------------------------------------
-    def commands(self, *, reads: bool = False) -> list[Action]:
-        """Commands in order; without ``reads``, those that only read files are left out."""
+    def commands(self, *, reads: bool = False, agentd: bool = False) -> list[Action]:
+        """Commands in order; without ``reads``, those that only read files are left out; without ``agentd``,
+        agentd's own (``agentd note``, ``decide``, ``task-state``: :func:`~.common.is_agentd_command`), which
+        are never the agent's work."""
         kinds = (Kind.COMMAND, Kind.READ) if reads else (Kind.COMMAND,)
-        return [a for a in self.actions if a.command is not None and a.kind in kinds]
+        return [a for a in self.actions if a.command is not None and a.kind in kinds
+                and (agentd or not is_agentd_command(a.command))]
 
     def files_read(self) -> list[str]:
         """Files read (successfully or not known to have failed), first read first."""

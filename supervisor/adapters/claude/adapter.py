@@ -28,8 +28,8 @@ from ..base import (
 )
 from ..hookctx import HookContext
 from ..screens import ScreenProbe
-from .setup import hook_settings, permissions, prepare_config_dir
-from .transcript import StatusLine, TranscriptMeter, project_dir_name
+from .setup import compaction_env, hook_settings, permissions, prepare_config_dir
+from .transcript import StatusLine, TranscriptMeter, freshest, project_dir_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...session.pty import Session
@@ -127,6 +127,7 @@ class ClaudeAdapter(Adapter):
             prepare_config_dir(config_dir, workdir, env.get("ANTHROPIC_API_KEY"), [Path(d) for d in box.writable])
             extra["CLAUDE_CONFIG_DIR"] = str(config_dir)
         extra.update(perm_env)
+        extra.update(compaction_env(self.spec, env))
         settings_path = state / SETTINGS_FILE
         status_dir = state / "statusline"  # the status line writes here, also from inside agentd's fence
         status_dir.mkdir(exist_ok=True, mode=0o700)
@@ -169,6 +170,8 @@ class ClaudeAdapter(Adapter):
         return watcher
 
     def context(self, session: Session) -> ContextFigure:
+        """Tokens in use from the freshest of the transcript and the status line (:func:`.transcript.freshest`);
+        the window: the smaller of the unit's and the status line's (:func:`~..base.context_window`)."""
         run = self._runs.get(session.session_id)
         reported = run.status.read() if run is not None and run.status is not None else None
         window, source, warning = context_window(self.spec, reported)
@@ -178,10 +181,11 @@ class ClaudeAdapter(Adapter):
             found = next(iter(run.config_dir.glob(f"projects/*/{run.claude_id}.jsonl")), None)
             if found is not None:
                 run.meter.follow(found)
-        used = run.meter.read()
+        run.meter.read()
+        used = freshest(run.meter, run.status, run.claude_id)
         if used is None:
             return ContextFigure(0, window, False, "claude transcript (no reply yet)", source, warning)
-        return ContextFigure(used, window, True, run.meter.source, source, warning)
+        return ContextFigure(used[0], window, True, used[1], source, warning)
 
     def blocked(self, session: Session) -> Blocked | None:
         run = self._runs.get(session.session_id)

@@ -12,6 +12,19 @@ refused at once and the model is told, instead of waiting for a person who
 is not there.  ``--dangerously-skip-permissions`` (with ``IS_SANDBOX=1`` as
 root) only when the unit opts in (``[claude] bypass_permissions = true``);
 without agentd's Landlock fence that is a warning in status and ``check``.
+
+**Its own compaction** (:func:`compaction_env`).  Claude Code 2.1.x compacts
+on its own at its *auto-compact window* less 33,000 tokens (20,000 kept for
+the reply, 13,000 of margin; verified with 2.1.328: the window 217,000
+compacted at 185,000 tokens and not at 183,000).  Behind a custom base URL
+it takes its model's window to be 1,000,000, so a unit whose real window is
+200,000 would overflow before it compacts.  When the unit sets ``[context]
+window``, agentd sets ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` so that point lies
+above the unit's ``hard_limit`` (92 % of the window by default): agentd's
+checkpoint comes first, Claude Code's own compaction is the backstop before
+the provider's limit.  A unit (or a person's environment) that sets the
+variable itself, ``DISABLE_AUTO_COMPACT``, ``DISABLE_COMPACT`` or
+``--autocompact`` keeps its own choice.
 """
 
 from __future__ import annotations
@@ -19,17 +32,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...durable import write_json
-from ..base import Sandbox, fence_on, notify_argv
+from ..base import Sandbox, fence_on, notify_argv, own_compaction_point
 from ..roots import writable_roots
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config.units import UnitSpec
 
-__all__ = ["HOOK_EVENTS", "hook_settings", "permissions", "prepare_config_dir", "status_line_command"]
+__all__ = ["AUTO_COMPACT_ENV", "HOOK_EVENTS", "compaction_env", "hook_settings", "permissions", "prepare_config_dir",
+           "status_line_command"]
 
 #: Hook events agentd listens to (PreToolUse only for tools that write).
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "PreToolUse", "SessionEnd")
@@ -39,6 +54,30 @@ HOOK_TIMEOUT = 30
 PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--permission-mode", "--allow-dangerously-skip-permissions")
 #: Always allowed without asking: agentd's own memory commands from the agent's shell.
 AGENTD_RULE = "Bash(agentd:*)"
+
+
+#: Claude Code's auto-compact window (tokens; it compacts at that less :data:`COMPACT_BUFFER`).
+AUTO_COMPACT_ENV = "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
+#: What Claude Code 2.1.x keeps free below its auto-compact window: min(max output, 20,000) + 13,000.
+COMPACT_BUFFER = 33_000
+#: The least auto-compact window Claude Code accepts (a smaller value is refused with a warning).
+MIN_AUTO_COMPACT_WINDOW = 100_000
+#: Settings a person (or the unit) may have chosen for Claude Code's own compaction: left as they are.
+OWN_COMPACTION_CHOICES = (AUTO_COMPACT_ENV, "DISABLE_AUTO_COMPACT", "DISABLE_COMPACT", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
+
+
+def compaction_env(spec: UnitSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` putting Claude Code's own compaction above ``hard_limit`` of the
+    unit's ``[context] window`` (see the module docstring); nothing when the unit names no window, or when
+    the unit, the environment or ``[agent] command`` already chose."""
+    if "window" not in spec.context.model_fields_set:
+        return {}
+    chosen = {**env, **spec.agent.env}
+    if any(chosen.get(k) for k in OWN_COMPACTION_CHOICES) or any(
+            a.split("=")[0] == "--autocompact" for a in spec.agent.command[1:]):
+        return {}
+    point = own_compaction_point(spec, spec.context.window)
+    return {AUTO_COMPACT_ENV: str(max(point + COMPACT_BUFFER, MIN_AUTO_COMPACT_WINDOW))}
 
 
 def chooses_permissions(command: tuple[str, ...]) -> bool:

@@ -49,7 +49,7 @@ from ...durable import atomic_write
 from ...memory.channel import ensure_inbox
 from ...scope.fencing import hidden_state
 from ...session.fence import git_dirs, git_protected
-from ..base import Sandbox, fence_on, notify_argv
+from ..base import Sandbox, fence_on, notify_argv, own_compaction_point
 from ..roots import writable_roots
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -181,10 +181,11 @@ def base_overrides(spec: UnitSpec, workdir: Path) -> list[str]:
     ]
     if cfg.model_context_window:
         out.append(f"model_context_window={cfg.model_context_window}")
-    window = cfg.model_context_window or (ctx.window if "window" in ctx.model_fields_set else None)
+    # the window agentd uses is the smaller of the unit's and Codex's: its compaction goes above hard_limit of it
+    window = min((w for w in (cfg.model_context_window, ctx.window if "window" in ctx.model_fields_set else None) if w),
+                 default=None)
     if cfg.auto_compact_at and window:
-        compact_at = max(cfg.auto_compact_at, ctx.hard_limit, ctx.checkpoint_at)
-        out.append(f"model_auto_compact_token_limit={int(window * min(compact_at, 0.94))}")
+        out.append(f"model_auto_compact_token_limit={own_compaction_point(spec, window, cfg.auto_compact_at)}")
     if cfg.model:
         out.append(f"model={toml_string(cfg.model)}")
     if cfg.base_url:
