@@ -270,7 +270,9 @@ class WebHost:
     def _fingerprint(self, unit: Any) -> tuple[Any, ...]:
         driver, ctx = unit.driver, unit.context
         ratio = round(ctx.ratio * 100) if ctx is not None and driver is not None else None  # 1 % steps
+        frozen = unit.watch.frozen_now(driver.session_id) if driver else None  # a freeze named: a blocked screen
         return (unit.state, driver.watcher.state if driver else None, ratio, unit.activity, unit.reason,
+                (frozen or {}).get("state"), (frozen or {}).get("detail"),
                 len(unit.talk.sends), unit.violations, unit.restarts, unit.talk.viewers,
                 (unit.last_cycle or {}).get("started"), driver.session_id if driver else None)
 
