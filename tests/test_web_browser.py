@@ -278,3 +278,45 @@ def test_recall_and_wip_read_as_history_says_them_on_every_page(cycled: tuple[Da
     screen.goto(board.base + "plans")
     expect(screen.locator("#summary")).to_contain_text("No plan has run here yet", timeout=10_000)
     no_sideways_scroll(screen)
+
+
+# ---------------------------------------------------------------------- a hostile agent's output in the page
+HOSTILE = r"""
+import sys, time
+w = sys.stdout.write
+w('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>\r\n')
+w('\x1b]0;<b>title</b>\x07\x1b]52;c;cHduZWQ=\x07')  # a window title, a clipboard write
+w('\x1b]8;;http://127.0.0.1:9/steal-the-cookie\x07click-me\x1b]8;;\x07 and more\r\n')
+w('fake> ')
+sys.stdout.flush()
+time.sleep(100000)
+"""
+
+
+def test_a_hostile_agents_output_is_text_and_its_link_is_never_followed(project: Project, page: Page) -> None:
+    project.unit("hostile", f"""[agent]\ncommand = ["python", "-c", {json.dumps(HOSTILE)}]\nprompt = "fake> $"
+[restart]\nstop_timeout = 3\n[checkpoint]\nenabled = false\n[wakeup]\non_start = false\n""")
+    project.agentd("init")
+    html = '<img src=y onerror="window.__pwned=3">'
+    board = start_dashboard(project)
+    project.agentd("decide", html, "--why", f"because {html}, so {html}", "--global")  # memory an agent can write
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(board.base + "unit/hostile?token=" + board.token)
+    wait_until(lambda: "click-me" in terminal_text(page), 15, what="the hostile output in the terminal")
+    assert '<img src=x onerror="window.__pwned=1">' in terminal_text(page)
+    expect(page.locator("#decisions")).to_contain_text(html, timeout=10_000)
+    where = page.evaluate("""() => { const b = term.buffer.active;
+        for (let i = 0; i < b.length; i++) { const x = b.getLine(i).translateToString(true).indexOf("click-me");
+          if (x >= 0) { const r = document.querySelector(".xterm-screen").getBoundingClientRect();
+            return [r.left + (x + 2.5) * r.width / term.cols, r.top + (i - b.viewportY + 0.5) * r.height / term.rows]; } }
+        return null; }""")
+    assert where is not None
+    page.mouse.move(*where)
+    page.mouse.click(*where)
+    expect(page.locator(".toast")).to_contain_text("not opened: http://127.0.0.1:9/steal-the-cookie", timeout=5_000)
+    assert dialogs == [] and len(page.context.pages) == 1  # no "open this link?" question, no new window
+    page.goto(board.base + "timeline")
+    expect(page.locator(".tl-row.decision").first).to_contain_text(html, timeout=10_000)
+    assert page.evaluate("window.__pwned") is None and page.locator("img").count() == 0
+    assert page.title() == "agentd timeline"
