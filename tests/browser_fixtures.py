@@ -11,6 +11,7 @@ not by every test run that loads this plugin.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -42,9 +43,10 @@ def browser() -> Iterator[Browser]:
             b.close()
 
 
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+@contextlib.contextmanager
+def open_page(browser: Browser, **options: Any) -> Iterator[Page]:
+    """A page in a context of its own (``options``: Playwright's context options); no script error on it."""
+    context = browser.new_context(**options)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -53,20 +55,19 @@ def page(browser: Browser) -> Iterator[Page]:
     finally:
         context.close()
     assert not errors, errors
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    with open_page(browser, viewport={"width": 1400, "height": 900}) as pg:
+        yield pg
 
 
 @pytest.fixture(params=list(SCREENS))
 def screen(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A page on a desk's screen, then on a phone's (the test runs once for each)."""
-    context = browser.new_context(**SCREENS[request.param])
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with open_page(browser, **SCREENS[request.param]) as pg:
         yield pg
-    finally:
-        context.close()
-    assert not errors, errors
 
 
 #: Elements whose right or left edge is off the screen, once clipped by every ancestor that clips (a box that
