@@ -206,7 +206,8 @@ def test_a_cycle_records_recall_and_wip_are_read_as_history_reads_them() -> None
     assert last["wip"] == record["wip"] and "wip_commit" not in last
     assert last["recall"] == {"recall": 0.6667, "found": 2, "probes": 3, "missing": ["decision (global)"]}
     assert warnings(row(), record) == ["last cycle's recall 67% (below 80%), missing: decision (global)"]
-    assert recall_of({"recall": {"recall": True}}) is None and recall_of({"recall": 0.5}) is None
+    assert recall_of({"recall": {"recall": True}}) is None and recall_of({"recall": "high"}) is None
+    assert recall_of({"recall": 0.5}) == {"recall": 0.5, "found": None, "probes": None, "missing": []}
     assert card(row(), FACTS, "h", 0.0)["last_cycle"] is None
 
 

@@ -221,6 +221,8 @@ def warnings(row: dict[str, Any], last_cycle: dict[str, Any] | None) -> list[str
 def recall_of(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """A cycle record's probe recall (``{"recall", "found", "probes", "missing"}``, as ``agentd history`` reads it), or None."""
     recall = (record or {}).get("recall")
+    if isinstance(recall, (int, float)) and not isinstance(recall, bool):
+        recall = {"recall": recall}  # a bare figure: what it found and missed is not known
     if not isinstance(recall, dict):
         return None
     value = recall.get("recall")
