@@ -314,8 +314,7 @@ def test_cards_carry_a_frozen_session_alarm_and_warnings() -> None:
            "frozen": {"state": "approval_wait", "detail": "waits for an approval", "action": "notify"},
            "limits": {"applied": [], "unavailable": ["memory.max"]}}
     c = card(row, facts, "h", 100.0)
-    assert [(a["kind"], a["text"]) for a in c["alarms"]] == \
-        [("frozen", "frozen (approval_wait): waits for an approval (action: notify)")]
+    assert [(a["kind"], a["text"]) for a in c["alarms"]] == [("blocked", "waits for an approval")]  # issue 27
     assert c["warnings"] == ["resource limits not applied: memory.max", "window guessed",
                              "last cycle's recall 50% (below 80%)"]
     stuck = {**row, "context": {"used": 95, "window": 100, "ratio": 0.95},

@@ -9,6 +9,7 @@ import time
 
 from supervisor.control.client import Client
 from tests.conftest import AGENTD, Project, clean_env, wait_until
+from tests.web_fixtures import LOGIN_ROWS, tui_unit
 
 
 def read_until(follower: subprocess.Popen[bytes], text: str, timeout: float = 60) -> str:
@@ -102,6 +103,29 @@ def test_after_two_restarts_within_one_second_logs_shows_the_live_session(projec
         project.agentd("send", "worker", "echo said-after-the-follow-began")
         read_until(follower, "said-after-the-follow-began")
         assert "said-after-the-follow-began" in project.transcript("worker", after["session"])
+    finally:
+        follower.kill()
+        follower.wait(10)
+
+
+def test_logs_shows_a_full_screen_agents_screen_not_a_word_a_line(project: Project) -> None:
+    """A TUI places its words with cursor moves: the clean text has one a line; logs shows the screen."""
+    tui_unit(project, "tui")
+    project.fake_unit("plain")
+    project.agentd("start")
+    wait_until(lambda: "method:" in project.transcript("tui", suffix=".log"), 30, what="the login screen drawn")
+    assert "Select\nlogin\nmethod:" in project.transcript("tui")  # the clean text: what logs used to show
+    shown = project.agentd("logs", "tui")
+    assert shown.stdout.splitlines() == ["", *LOGIN_ROWS[:1], "", LOGIN_ROWS[1], "", *LOGIN_ROWS[2:]]
+    assert "full-screen" in shown.stderr and "loading" not in shown.stdout  # the splash was cleared
+    assert project.agentd("logs", "tui", "-n", "2").stdout.splitlines() == list(LOGIN_ROWS[2:])
+    every = project.agentd("logs", "--all").stdout
+    assert f"tui   | {LOGIN_ROWS[1]}" in every and "tui   | method:" not in every
+    wait_until(lambda: "fake> " in project.agentd("logs", "plain").stdout, 30, what="the plain agent's prompt")
+    assert "full-screen" not in project.agentd("logs", "plain").stderr  # a line agent: its clean lines
+    follower = follow(project, "tui", 5)
+    try:
+        read_until(follower, LOGIN_ROWS[3])
     finally:
         follower.kill()
         follower.wait(10)

@@ -7,12 +7,16 @@ A real daemon with fake-agent units serves the page on a free loopback port
 from __future__ import annotations
 
 import json
+import socket
+from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor.config.web import WebSettings, is_loopback
-from supervisor.web.model import Display, UnitFacts, alarms, card, display
-from tests.conftest import Project, wait_until
+from supervisor.web.metrics import Metrics
+from supervisor.web.model import Display, UnitFacts, alarms, blocked_screen, card, display, recall_of, warnings
+from tests.conftest import Project, clean_env, wait_until
 from tests.web_fixtures import Dashboard, dashboard, shared, start_dashboard  # noqa: F401 - fixtures
 
 FACTS = UnitFacts(checkpoint_at=0.7, hard_limit=0.9, stall_after=None, checkpoint_deadline=315.0, silent_for=5.0,
@@ -171,3 +175,118 @@ def test_a_listen_address_beyond_loopback_still_needs_the_token_and_says_so(proj
     assert status == 401
     status, _h, _b = board.request("GET", "/api/overview", headers={"Host": "agentd.example:8765"})
     assert status == 200
+
+
+# ---------------------------------------------------------------------- issue 27: blocked, frozen, error; recall
+BLOCKED = {"state": "blocked_screen", "detail": "blocked: login for 3s; run `codex login`", "action": "notify"}
+
+
+def test_a_blocked_screen_a_stopped_process_and_the_error_state_are_shown_as_such() -> None:
+    assert display(row(turn="busy", frozen=BLOCKED)) is Display.BLOCKED
+    assert display(row(frozen={**BLOCKED, "state": "approval_wait", "detail": "blocked: approval for 9s"})) \
+        is Display.BLOCKED
+    assert display(row(turn="busy", frozen={"state": "stopped_process", "detail": "SIGSTOP"})) is Display.FROZEN
+    assert display(row(turn="busy", frozen={"state": "cycle_storm", "detail": "x"})) is Display.IN_TURN  # it works on
+    assert display(row(state="error")) is Display.ERROR and display(row(state="failed")) is Display.FAILED
+    assert display(row(state="inactive", frozen=BLOCKED)) is Display.STOPPED  # a frozen row of a stopped unit
+    c = card(row(turn="busy", frozen=BLOCKED), FACTS, "h", 0.0)
+    assert c["display"]["label"] == "blocked: login" and c["blocked"] == "login"
+    assert [(a["kind"], a["text"]) for a in c["alarms"]] == [("blocked", BLOCKED["detail"])]
+    assert blocked_screen(row(blocked={"kind": "trust"})) == "trust" and blocked_screen(row(blocked="update (run x)")) \
+        == "update" and blocked_screen(row()) is None
+    assert [a["kind"] for a in alarms(row(state="error", reason="handler raised"), FACTS, 0)] == ["error"]
+    assert "reset-failed" in alarms(row(state="failed", reason="start limit hit"), FACTS, 0)[0]["text"]
+
+
+def test_a_cycle_records_recall_and_wip_are_read_as_history_reads_them() -> None:
+    record = {"started": "2026-01-01T00:00:00Z", "trigger": "threshold", "ratio": 0.05, "wip": "3d092b254d0d" + "0" * 28,
+              "recall": {"recall": 0.6667, "found": 2, "probes": 3, "missing": ["decision (global)"], "checked": []}}
+    facts = UnitFacts(**{**FACTS.__dict__, "last_cycle": record})
+    last = card(row(), facts, "h", 0.0)["last_cycle"]
+    assert last["wip"] == record["wip"] and "wip_commit" not in last
+    assert last["recall"] == {"recall": 0.6667, "found": 2, "probes": 3, "missing": ["decision (global)"]}
+    assert warnings(row(), record) == ["last cycle's recall 67% (below 80%), missing: decision (global)"]
+    assert recall_of({"recall": {"recall": True}}) is None and recall_of({"recall": "high"}) is None
+    assert recall_of({"recall": 0.5}) == {"recall": 0.5, "found": None, "probes": None, "missing": []}
+    assert card(row(), FACTS, "h", 0.0)["last_cycle"] is None
+
+
+def _families(rows: list[tuple[dict, dict]]) -> dict:
+    metrics = Metrics("h", "0", Path("/nonexistent"))
+    return {f.name: f for f in text_string_to_metric_families(metrics.render(rows).decode())}
+
+
+def test_metrics_have_a_series_for_a_blocked_a_frozen_and_an_error_unit() -> None:
+    limits = {"checkpoint_at": 0.7, "hard_limit": 0.9}
+    families = _families([(row(unit="stuck", frozen=BLOCKED), limits),
+                          (row(unit="storm", frozen={"state": "cycle_storm", "detail": "x"}), limits),
+                          (row(unit="broken", state="error", frozen=None), limits), (row(unit="fine"), limits)])
+    blocked = {(s.labels["unit"], s.labels["screen"]): s.value for s in families["agentd_unit_blocked"].samples}
+    frozen = {(s.labels["unit"], s.labels["freeze"]): s.value for s in families["agentd_unit_frozen"].samples}
+    state = {(s.labels["unit"], s.labels["state"]): s.value for s in families["agentd_unit_state"].samples}
+    assert {k for k, v in blocked.items() if v} == {("stuck", "login")}
+    assert {k for k, v in frozen.items() if v} == {("stuck", "blocked_screen"), ("storm", "cycle_storm")}
+    assert {s for (u, s) in blocked if u == "fine"} == {"trust", "login", "update", "approval", "onboarding"}
+    assert {f for (u, f) in frozen if u == "fine"} >= {"blocked_screen", "stopped_process", "cycle_storm",
+                                                       "memory_unwritable", "approval_wait"}
+    assert state[("broken", "error")] == 1.0 and state[("fine", "error")] == 0.0
+
+
+# ---------------------------------------------------------------------- issue 27 §4: two projects, one machine
+def test_a_second_projects_dashboard_takes_a_free_port_and_web_port_moves_it(project: Project, tmp_path: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    wanted = holder.getsockname()[1]  # free now; the first project takes it, the second wants it too
+    holder.close()
+    second = Project(tmp_path / "second")
+    try:
+        for proj in (project, second):
+            proj.fake_unit("solo")
+            (proj.root / "etc").mkdir(exist_ok=True)
+            (proj.root / "etc" / "agentd.toml").write_text(f"[web]\nport = {wanted}\n")
+            proj.agentd("start")
+        first = json.loads(project.agentd("web", "--json").stdout)
+        assert first["port"] == wanted and first["note"] is None
+        said = second.agentd("web")
+        info = json.loads(second.agentd("web", "--json").stdout)
+        assert info["port"] != wanted and info["requested"] == wanted
+        assert f"port {wanted} is taken" in said.stderr and f"serving on {info['port']}" in said.stderr
+        assert second.events("web_port_taken")[-1]["port"] == info["port"]
+        token = Path(info["token_file"]).read_text().strip()
+
+        def overview(port: int) -> int:
+            board = Dashboard(second, "", f"http://127.0.0.1:{port}/", token)
+            return board.request("GET", "/api/overview")[0]
+
+        assert overview(info["port"]) == 200 and overview(wanted) == 401  # the first project's own dashboard
+        # --port N: exactly N; a taken one is refused and the dashboard stays where it was
+        refused = second.agentd("web", "--port", str(wanted), check=False)
+        assert refused.returncode != 0 and "another program holds it" in refused.stderr
+        assert f"stays on port {info['port']}" in refused.stderr and overview(info["port"]) == 200
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        free = holder.getsockname()[1]
+        holder.close()
+        moved = second.agentd("web", "--port", str(free))
+        assert f"127.0.0.1:{free}/" in moved.stdout and f"moved from port {info['port']}" in moved.stderr
+        assert overview(free) == 200
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", info["port"]), timeout=2).close()
+        # AGENTD_WEB__PORT in the command's environment asks for that port (the daemon's was fixed at its start)
+        via_env = json.loads(second.agentd("web", "--json", env=clean_env(AGENTD_WEB__PORT=str(wanted))).stdout)
+        assert via_env["requested"] == wanted and via_env["port"] not in (wanted, free) and via_env["note"]
+        assert json.loads(second.agentd("web", "--json").stdout)["port"] == via_env["port"]  # asked again: stays
+        bad = second.agentd("web", env=clean_env(AGENTD_WEB__PORT="eighty"), check=False)
+        assert bad.returncode != 0 and "AGENTD_WEB__PORT" in bad.stderr and "Traceback" not in bad.stderr
+    finally:
+        second.cleanup()
+
+
+def test_the_web_command_refuses_a_port_that_is_not_one(shared: Dashboard) -> None:
+    from supervisor.control.client import Client
+    from supervisor.control.framing import ControlError
+
+    with Client(shared.project.state / "agentd.sock", timeout=30) as client:
+        for port in ("8080", -1, 70000, True):
+            with pytest.raises(ControlError, match="port must be a port number"):
+                client.call("web", port=port, exact=True)

@@ -17,6 +17,35 @@ from tests.conftest import Project
 #: A secret in a shape the redactor knows, planted in a unit's environment; the agent prints it on demand.
 PLANTED = "sk-proj-" + "Zq8" * 12
 
+#: A generic agent drawing a login-like screen as a TUI does, then waiting: the alternate screen, a splash
+#: whose spinner moves the cursor (more than 4 KiB, not one newline), a clear, the screen placed word by word.
+LOGIN_TUI = r"""
+import os, sys, time
+w = sys.stdout.write
+w("\x1b[?1049h\x1b[?25l")
+for i in range(300):
+    w("\x1b[10;10H\x1b[36m%s\x1b[0m loading %3d" % ("|/-\\"[i % 4], i))
+sys.stdout.flush()
+while DRAW_AFTER and not os.path.exists(DRAW_AFTER):
+    time.sleep(0.05)
+w("\x1b[2J\x1b[H\x1b[2;3H\x1b[1mWelcome to Agent 1.0\x1b[0m")
+for col, word in ((2, "Select"), (9, "login"), (15, "method:")):
+    w("\x1b[4;%dH%s" % (col, word))
+w("\x1b[6;3H\x1b[7m> 1. Account with subscription\x1b[0m\x1b[7;5H2. API key")
+sys.stdout.flush()
+time.sleep(100000)
+"""
+#: The rows of :data:`LOGIN_TUI`'s screen, as a terminal shows them.
+LOGIN_ROWS = ("  Welcome to Agent 1.0", " Select login method:", "  > 1. Account with subscription", "    2. API key")
+
+
+def tui_unit(project: Project, name: str, draw_after: str | None = None) -> None:
+    """A generic unit running :data:`LOGIN_TUI` (a screen that blocks: named once the screen is read, [freeze]
+    after 1 s); ``draw_after``: it shows its splash until this file exists in the project, then the screen."""
+    script = f"DRAW_AFTER = {draw_after!r}\n{LOGIN_TUI}"
+    project.unit(name, f"""[agent]\ncommand = ["python", "-c", {json.dumps(script)}]\nprompt = "fake> $"
+[restart]\nstop_timeout = 3\n[freeze]\nafter = 1\n[wakeup]\non_start = false\n""")
+
 
 @dataclass
 class Dashboard:

@@ -6,6 +6,13 @@ line prefixed with the unit's name in its own colour; with ``-f`` it then
 follows every unit at once, interleaved as the lines come, and moves on to a
 unit's next session (``--- new session ... ---``) and to units that start later.
 
+A full-screen agent (Codex's or Claude Code's TUI) draws with cursor moves:
+its clean text puts every word it placed on a line of its own.  For such a
+session the last lines are its current screen instead, rendered from the
+redacted ``.log`` as a terminal shows it (:func:`screen_lines`); ``-f`` then
+follows the clean text (``agentd attach UNIT --read-only`` watches the screen
+live).
+
 ``--daemon`` prints ``.agentd/agentd.log`` (one JSON object a line) as
 ``TIME LEVEL EVENT unit=... key=value ...``, levels in colour; ``--json``
 keeps the lines as they are.  Both follow with ``-f``.
@@ -34,11 +41,32 @@ HIDDEN_KEYS = {"event", "level", "timestamp"}
 
 
 # ---------------------------------------------------------------------- one unit's transcript
-class UnitTail:
-    """One unit's newest clean transcript, followed from an offset (whole lines only)."""
+def screen_lines(log: Path, size: tuple[int, int]) -> list[str] | None:
+    """The current screen of a full-screen agent's session (``log``: its ``.log``; ``size``: rows, cols),
+    or None when its latest output is plain lines."""
+    from ..control.repaint import screen_text
 
-    def __init__(self, unit: str, directory: Path) -> None:
-        self.unit, self.directory = unit, directory
+    return screen_text(log, *size)
+
+
+def screen_size(app: AppContext, unit: str) -> tuple[int, int]:
+    """The unit's terminal size (``[agent] rows, cols``), or the default when its file does not load."""
+    from ..config.units import AgentSection, load_unit
+
+    try:
+        agent = load_unit(app.paths.units_path, unit).agent
+    except Exception:  # noqa: BLE001 - a removed or broken unit file: its transcript is still worth showing
+        return AgentSection.model_fields["rows"].default, AgentSection.model_fields["cols"].default
+    return agent.rows, agent.cols
+
+
+class UnitTail:
+    """One unit's newest clean transcript, followed from an offset (whole lines only).
+
+    ``size`` (rows, cols): the unit's terminal, to render a full-screen agent's screen at the start."""
+
+    def __init__(self, unit: str, directory: Path, size: tuple[int, int] | None = None) -> None:
+        self.unit, self.directory, self.size = unit, directory, size
         self.path: Path | None = None
         self.offset = 0
         self._partial = ""
@@ -55,7 +83,10 @@ class UnitTail:
         if self.path is None:
             return []
         self.offset = self.path.stat().st_size
-        return read_clean_tail(self.path, lines) if lines > 0 else []
+        if lines <= 0:
+            return []
+        screen = screen_lines(self.path.with_suffix(".log"), self.size) if self.size else None
+        return screen[-lines:] if screen is not None else read_clean_tail(self.path, lines)
 
     def _read(self) -> str:
         assert self.path is not None
@@ -108,9 +139,12 @@ def prefixer(names: list[str], colour: bool) -> Callable[[str, str], str]:
     return prefix
 
 
-def show_all(transcripts: Path, lines: int, follow: bool, as_json: bool, only: str | None = None) -> None:
-    """``agentd logs --all [-n N] [-f] [--json]`` (``only``: one unit, ``agentd logs UNIT --json``)."""
-    tails = {d.name: UnitTail(d.name, d) for d in unit_dirs(transcripts) if only in (None, d.name)}
+def show_all(transcripts: Path, lines: int, follow: bool, as_json: bool, only: str | None = None,
+             size_of: Callable[[str], tuple[int, int]] | None = None) -> None:
+    """``agentd logs --all [-n N] [-f] [--json]`` (``only``: one unit, ``agentd logs UNIT --json``;
+    ``size_of``: a unit's terminal size, to show a full-screen agent's screen)."""
+    tails = {d.name: UnitTail(d.name, d, size_of(d.name) if size_of else None)
+             for d in unit_dirs(transcripts) if only in (None, d.name)}
     if not tails and not follow:
         raise click.ClickException(f"no transcript under {transcripts} (no unit has run yet)")
     colour = colour_on() and not as_json
@@ -258,13 +292,13 @@ def logs(app: AppContext, unit: str | None, lines: int, follow: bool, raw: bool,
     if all_units:
         if raw:
             raise click.UsageError("--raw goes with one UNIT")
-        return show_all(app.paths.transcripts_path, lines, follow, as_json)
+        return show_all(app.paths.transcripts_path, lines, follow, as_json, size_of=lambda u: screen_size(app, u))
     assert unit is not None
     check_unit(app.paths, unit)
     if session is not None and not valid_session_id(session):
         raise click.ClickException(f"session id {session!r} is not valid")
     if as_json:
-        return show_all(app.paths.transcripts_path, lines, follow, True, only=unit)
+        return show_all(app.paths.transcripts_path, lines, follow, True, only=unit, size_of=lambda u: screen_size(app, u))
     directory = app.paths.transcripts_path / unit
     suffix = ".log" if raw else ".txt"
     if session is not None:
@@ -291,10 +325,20 @@ def logs(app: AppContext, unit: str | None, lines: int, follow: bool, raw: bool,
         sys.stdout.buffer.write(b"\n".join(data.split(b"\n")[-lines:]))
         sys.stdout.buffer.flush()
         return
-    if not follow:
-        for line in read_clean_tail(path, lines):
+    screen = screen_lines(path.with_suffix(".log"), screen_size(app, unit)) if lines > 0 else None
+    if screen is not None:
+        click.echo(f"[agentd] {unit} draws a full-screen interface: its screen now"
+                   + ("; then its clean text, live (agentd attach --read-only shows the screen live)" if follow else ""),
+                   err=True)
+        for line in screen[-lines:]:
             click.echo(line)
+    if not follow:
+        if screen is None:
+            for line in read_clean_tail(path, lines):
+                click.echo(line)
         return
+    if screen is not None:
+        lines = 0  # the screen was the last lines
     try:
         while True:
             current = path

@@ -25,10 +25,12 @@ payload (at most :data:`MAX_FRAME` bytes)::
 
     daemon -> viewer
       b"o"  OUTPUT   the bytes the agent wrote to its terminal, redacted (see
-                     below).  The first OUTPUT of each session is the recent
-                     screen context: the last ~4 KiB of the session's raw
-                     transcript (``.log``, so already redacted), cut at a line
-                     start.
+                     below).  The first OUTPUT of each session is its opening
+                     (:mod:`supervisor.control.repaint`, from the session's
+                     redacted ``.log``): the last ~4 KiB of a line-oriented
+                     agent, cut at a line start, or a repaint of a
+                     full-screen agent's current screen (a TUI that sits on
+                     a login screen shows it, not a blank terminal).
       b"s"  SESSION  JSON INFO of a *new* session the viewer now follows
                      (after the previous one ended or was replaced).
       b"e"  ENDED    JSON {"reason": str}: the followed session ended or was
@@ -74,22 +76,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 
 from .framing import FRAME_HEADER, MAX_FRAME, ControlError, encode, frame, json_frame
+from .repaint import Opening
 
 log = structlog.get_logger("agentd.attach")
 
 DETACH_KEY = b"\x1d"  # Ctrl-]
 DETACH_KEY_NAME = "Ctrl-]"
-CONTEXT_BYTES = 4096
 MAX_BEHIND = 1 << 20  # bytes a viewer may lag before it is dropped
 REATTACH_WAIT = 5.0  # seconds to wait for the next session after one ends
 POLL = 0.1  # seconds between checks that the followed session is still current
@@ -183,22 +183,6 @@ def session_info(session: AttachSession, read_only: bool, raw: bool = False) -> 
     }
 
 
-def recent_context(log_path: Path, size: int = CONTEXT_BYTES) -> bytes:
-    """The last ``size`` bytes of a raw transcript, starting at a line start when cut."""
-    try:
-        with open(log_path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            start = max(0, end - size)
-            f.seek(start)
-            data = f.read(end - start)
-    except OSError:
-        return b""
-    if start > 0:
-        newline = data.find(b"\n")
-        data = data[newline + 1:] if newline >= 0 else b""
-    return data
-
-
 class _Outbox:
     """Frames waiting for one viewer; refuses more once the viewer is too far behind."""
 
@@ -262,6 +246,8 @@ class _Viewer:
     writer: asyncio.StreamWriter
     outbox: _Outbox
     session: AttachSession | None = None
+    listener: Opening | None = None
+    painting: asyncio.Future[None] | None = None
     input_bytes: int = 0
     ignored_bytes: int = 0
     sessions: list[str] = field(default_factory=list)
@@ -314,24 +300,29 @@ class _Viewer:
         self.outbox.put(frame(OUTPUT, data))
 
     def follow(self, session: AttachSession) -> None:
-        """Start relaying ``session``: context first, then live output (no gap: no await between)."""
+        """Start relaying ``session``: its opening first, then live output (no gap, no repeat: see
+        :class:`~supervisor.control.repaint.Opening`; the opening is built at the size the agent drew at)."""
+        rows, cols = session.rows, session.cols
         self.session = session
         self.sessions.append(session.session_id)
-        self.apply_size()
-        context = recent_context(session.transcript.log_path)  # type: ignore[attr-defined]
-        if context:
-            self.outbox.put(frame(OUTPUT, context))
+        self.listener = Opening(session.transcript.log_path, rows, cols, self.on_output)  # type: ignore[attr-defined]
         if self.request.raw:
-            session.add_listener(self.on_output)
+            session.add_listener(self.listener)
         else:
-            session.add_output_listener(self.on_output)
+            session.add_output_listener(self.listener)
+        self.painting = asyncio.ensure_future(self.listener.run())
+        self.apply_size()  # after the size is noted: the agent redraws at the viewer's size, live
 
     def unfollow(self) -> None:
-        if self.session is not None:
+        if self.painting is not None:
+            self.painting.cancel()
+            self.painting = None
+        if self.session is not None and self.listener is not None:
             if self.request.raw:
-                self.session.remove_listener(self.on_output)
+                self.session.remove_listener(self.listener)
             else:
-                self.session.remove_output_listener(self.on_output)
+                self.session.remove_output_listener(self.listener)
+            self.listener = None
 
     def ended(self, session: AttachSession) -> str | None:
         """Why ``session`` is no longer the one to follow, or None while it is."""

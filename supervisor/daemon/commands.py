@@ -127,7 +127,10 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
         return unit_of(daemon, args.get("unit")).talk.queue(_text(args, "queue"))
 
     async def web(args: dict[str, Any]) -> Any:
-        return await daemon.web.serve(stop=bool(args.get("stop")))
+        port = args.get("port")
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535):
+            raise ControlError("web: port must be a port number from 0 to 65535 (0: any free port)")
+        return await daemon.web.serve(stop=bool(args.get("stop")), port=port, exact=bool(args.get("exact")))
 
     async def agent_event(args: dict[str, Any]) -> Any:
         event = args.get("event")
@@ -150,7 +153,7 @@ def command_table(daemon: Daemon, attach: Callable[..., Awaitable[None]]) -> dic
                                who=Own("unit", session="session")),
         "reset-failed": Command(reset, frozenset({"units"}), "clear the failed state"),
         "reload": Command(reload, help="re-read unit files"),
-        "web": Command(web, frozenset({"stop"}), "serve the dashboard (or stop serving it); its URL"),
+        "web": Command(web, frozenset({"stop", "port", "exact"}), "serve the dashboard (or stop serving it); its URL"),
         "send": Command(send, frozenset({"unit", "text", "enter", "raw"}), "type text into an agent"),
         "shutdown": Command(shutdown, frozenset({"now"}), "stop every unit, then the daemon"),
         "attach": Command(attach, frozenset({"unit", "read_only", "rows", "cols", "raw"}), "relay a live session",

@@ -6,6 +6,15 @@ once, else when ``agentd web`` asks (the ``web`` control command,
 :meth:`WebHost.serve`).  It stays up until the daemon stops
 (:meth:`WebHost.close`) or ``agentd web --stop``.
 
+Several projects on one machine each run a daemon, and each wants the same
+default port.  So the port is chosen, not assumed (:func:`listening`):
+``[web] port`` (or the port the ``web`` command names), and when another
+program holds it, the next free one of the nine after it, else any free port;
+the answer says which and why.  ``agentd web --port N`` asks for exactly N:
+a running dashboard moves there (bound first, so a refusal leaves it where it
+was), and ``agentd web`` after ``[web] port`` or ``AGENTD_WEB__PORT`` changed
+moves it too.
+
 Why aiohttp: it runs on the daemon's asyncio loop as one more set of tasks
 (``AppRunner`` + ``TCPSite``), takes no signals and starts no thread or
 process; streaming answers (server-sent events) are plain
@@ -21,6 +30,7 @@ server's :class:`~supervisor.control.attach.AttachTarget`.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import time
 from collections import deque
@@ -49,6 +59,8 @@ POINTS = 2000
 POINT_GAP = 5.0
 #: Seconds a card built for one page's stream serves the other pages too.
 CARD_REUSE = 0.5
+#: Ports tried after a taken one (then any free port).
+NEXT_PORTS = 9
 
 
 class WebDaemon(Protocol):
@@ -78,6 +90,60 @@ def facts_of(unit: Any, fallback_cycle: dict[str, Any] | None = None) -> UnitFac
         last_cycle=unit.last_cycle or fallback_cycle)
 
 
+def _bind(listen: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address ``listen`` names (port 0: one free port for them all)."""
+    found: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, addr in dict.fromkeys(
+                socket.getaddrinfo(listen or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)):
+            sock = socket.socket(family, kind, proto)
+            found.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(found) > 1:
+                addr = (addr[0], found[0].getsockname()[1], *addr[2:])
+            try:
+                sock.bind(addr)
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL:  # an address family this machine has not enabled: skip it
+                    raise
+                found.pop().close()
+                continue
+            sock.listen(128)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in found:
+            sock.close()
+        raise
+    if not found:
+        raise OSError(errno.EADDRNOTAVAIL, f"no address of {listen!r} is on this machine")
+    return found
+
+
+def listening(listen: str, port: int, exact: bool) -> tuple[list[socket.socket], str | None]:
+    """Sockets listening on ``listen:port``, and a note when another port was chosen.
+
+    Unless ``exact``, a port another program holds is no failure: the next free one of the
+    :data:`NEXT_PORTS` after it is taken, else any free port.  Other errors (a port below 1024,
+    an address not on this machine) raise as they are.
+    """
+    tries = [port] if exact or port == 0 else [port, *range(port + 1, min(port + NEXT_PORTS, 65535) + 1), 0]
+    for candidate in tries:
+        try:
+            sockets = _bind(listen, candidate)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or candidate == tries[-1]:
+                raise
+            continue
+        got = sockets[0].getsockname()[1]
+        note = None if candidate == port else (
+            f"port {port} is taken (another program, or another project's agentd): serving on {got} instead; "
+            f"`agentd web --port N` picks one, [web] port keeps it")
+        return sockets, note
+    raise AssertionError("unreachable")  # pragma: no cover - the last try raises
+
+
 def url_host(listen: str) -> str:
     """The host part of the URL to print for ``listen``."""
     if listen in ("0.0.0.0", "::", ""):
@@ -97,6 +163,8 @@ class WebHost:
         self.commands: Mapping[str, Any] = {}
         self.token = ""
         self.port = 0
+        self.requested: int | None = None  # the port last asked for ([web] port, or the web command's)
+        self.note: str | None = None  # why the dashboard is not on the port asked for
         self.closing = asyncio.Event()
         self.series: dict[str, deque[list[float]]] = {}
         self.last_cycles: dict[str, dict[str, Any]] = {}
@@ -127,13 +195,18 @@ class WebHost:
             except WebError as exc:
                 log.error("web_unavailable", error=str(exc))
 
-    async def serve(self, stop: bool = False) -> dict[str, Any]:
-        """The ``web`` control command: start serving (or stop), and say where."""
+    async def serve(self, stop: bool = False, port: int | None = None, exact: bool = False) -> dict[str, Any]:
+        """The ``web`` control command: start serving (or stop), and say where.
+
+        ``port``: the port to serve on (None: ``[web] port``); ``exact``: that port or an error
+        (``agentd web --port N``), else a free one near it when it is taken.  A dashboard already
+        served moves when asked for another port exactly, or when the port asked for changed
+        (``agentd web`` after an edit of ``[web] port``)."""
         if stop:
             await self.close()
             return {"serving": False}
         try:
-            return await self.start()
+            return await self.start(port, exact)
         except WebError as exc:
             from ..control.framing import ControlError
 
@@ -143,62 +216,97 @@ class WebHost:
         listen = self.settings.listen
         base = f"http://{url_host(listen)}:{self.port}/"
         return {"serving": self.serving, "url": f"{base}?token={self.token}", "base": base, "listen": listen,
-                "port": self.port, "loopback": self.settings.loopback, "token_file": str(self.token_path),
-                "metrics_public": self.settings.metrics_public}
+                "port": self.port, "requested": self.requested, "note": self.note, "loopback": self.settings.loopback,
+                "token_file": str(self.token_path), "metrics_public": self.settings.metrics_public}
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self, port: int | None = None, exact: bool = False) -> dict[str, Any]:
         async with self._lock:
-            if self._runner is not None:
+            wanted = self.settings.port if port is None else port
+            if self._runner is not None and (port is None or wanted == self.port
+                                             or (not exact and wanted in (self.requested, 0))):
                 return self.info()
-            from aiohttp import web
-
-            from .auth import load_token
-            from .metrics import Metrics
-            from .routes import make_app
-
-            try:
-                self.token = await asyncio.to_thread(load_token, self.token_path)
+            listen = self.settings.listen
+            try:  # bound before anything is torn down: a port that cannot be had leaves the dashboard where it is
+                sockets, note = await asyncio.to_thread(listening, listen, wanted, exact)
             except OSError as exc:
-                raise WebError(f"web token file {self.token_path}: {exc.strerror or exc}") from None
-            self.closing = asyncio.Event()
-            self._metrics = Metrics(self.host, __version__, self.daemon.settings.state_path)
-            from .plan import register_metrics
-
-            register_metrics(self._metrics.registry, self.daemon, self.host)  # the plans' series (web/plan.py)
-            runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False, shutdown_timeout=2.0)
-            await runner.setup()
-            site = web.TCPSite(runner, self.settings.listen, self.settings.port, reuse_address=True)
+                taken = exc.errno == errno.EADDRINUSE
+                raise WebError(f"cannot listen on {listen}:{wanted}: {exc.strerror or exc}"
+                               + (" (another program holds it: `agentd web --port N` for another, or without "
+                                  "--port for a free one)" if taken else " (set [web] port, or agentd web --port N)")
+                               + (f"; the dashboard stays on port {self.port}" if self._runner is not None else "")
+                               ) from None
+            moved = self.port if self._runner is not None else None
             try:
-                await site.start()
-            except OSError as exc:
-                await runner.cleanup()
-                raise WebError(f"cannot listen on {self.settings.listen}:{self.settings.port}: "
-                               f"{exc.strerror or exc} (set [web] port, or AGENTD_WEB__PORT)") from None
-            self._runner = runner
-            self.port = self.guard.port = runner.addresses[0][1]  # the cookie's name has the real port
-            await asyncio.to_thread(self._load_last_cycles)
-            self._sampler = asyncio.ensure_future(self._sample())
-            self.fleet.start()  # [fleet] peers: asked on the watch's threads, never on a page's request
-            info = self.info()
-            log.info("web_serving", listen=self.settings.listen, port=self.port, loopback=self.settings.loopback,
+                if self._runner is not None:
+                    await self._unserve()
+                await self._serve(sockets)
+            except BaseException:
+                for sock in sockets:
+                    sock.close()
+                raise
+            self.requested, self.note = wanted, note
+            if note:
+                log.warning("web_port_taken", wanted=wanted, port=self.port, listen=listen)
+            if moved:
+                log.info("web_moved", old=moved, port=self.port)
+            log.info("web_serving", listen=listen, port=self.port, loopback=self.settings.loopback,
                      token_file=str(self.token_path))
             if not self.settings.loopback:
-                log.warning("web_not_loopback", listen=self.settings.listen,
+                log.warning("web_not_loopback", listen=listen,
                             note="reachable from other machines: every request needs the token; no TLS here, "
                                  "put it behind a TLS proxy")
-            return info
+            if self._sampler is None:
+                await asyncio.to_thread(self._load_last_cycles)
+                self._sampler = asyncio.ensure_future(self._sample())
+                self.fleet.start()  # [fleet] peers: asked on the watch's threads, never on a page's request
+            return {**self.info(), **({"moved_from": moved} if moved else {})}
+
+    async def _serve(self, sockets: list[socket.socket]) -> None:
+        """Serve the app on ``sockets`` (a fresh app: its guard's cookie name has the port)."""
+        from aiohttp import web
+
+        from .auth import load_token
+        from .metrics import Metrics
+        from .plan import register_metrics
+        from .routes import make_app
+
+        try:
+            self.token = await asyncio.to_thread(load_token, self.token_path)
+        except OSError as exc:
+            raise WebError(f"web token file {self.token_path}: {exc.strerror or exc}") from None
+        self.closing = asyncio.Event()
+        if self._metrics is None:
+            self._metrics = Metrics(self.host, __version__, self.daemon.settings.state_path)
+            register_metrics(self._metrics.registry, self.daemon, self.host)  # the plans' series (web/plan.py)
+        runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            for sock in sockets:
+                await web.SockSite(runner, sock).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = self.guard.port = sockets[0].getsockname()[1]  # the cookie's name has the real port
+
+    async def _unserve(self) -> None:
+        """Stop serving pages (every open stream ends); the sampler and the fleet watch go on."""
+        self.closing.set()
+        self.daemon.bus.poke_all()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
     async def close(self) -> None:
         async with self._lock:
             if self._runner is None:
                 return
-            self.closing.set()
-            self.daemon.bus.poke_all()
             if self._sampler is not None:
                 self._sampler.cancel()
+                self._sampler = None
             await self.fleet.close()
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
+            await self._unserve()
+            self.port, self.note = 0, None
             log.info("web_stopped")
 
     # ------------------------------------------------------------------ the units as the page sees them
@@ -270,7 +378,9 @@ class WebHost:
     def _fingerprint(self, unit: Any) -> tuple[Any, ...]:
         driver, ctx = unit.driver, unit.context
         ratio = round(ctx.ratio * 100) if ctx is not None and driver is not None else None  # 1 % steps
+        frozen = unit.watch.frozen_now(driver.session_id) if driver else None  # a freeze named: a blocked screen
         return (unit.state, driver.watcher.state if driver else None, ratio, unit.activity, unit.reason,
+                (frozen or {}).get("state"), (frozen or {}).get("detail"),
                 len(unit.talk.sends), unit.violations, unit.restarts, unit.talk.viewers,
                 (unit.last_cycle or {}).get("started"), driver.session_id if driver else None)
 

@@ -21,11 +21,18 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..adapters.base import BlockKind
+from ..continuity.policy import Freeze
 from ..continuity.records import history_path
+from .model import blocked_screen, freeze_of
 
 #: Every state a unit can be in (``agentd_unit_state`` has one series per state, 1 for the current one).
 STATES = ("inactive", "starting", "running", "stopping", "backoff", "failed", "checkpointing", "respawning", "waiting",
           "error")
+#: Every freeze the session watch names (``agentd_unit_frozen`` has one series per freeze, 1 for the current one).
+FREEZES = tuple(f.value for f in Freeze)
+#: Every blocking screen (``agentd_unit_blocked`` has one series per screen, 1 for the one shown).
+SCREENS = tuple(k.value for k in BlockKind)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -70,6 +77,10 @@ class UnitCollector(Collector):
         labels = ["unit", "host"]
         info = InfoMetricFamily("agentd", "the daemon", labels={"version": self.version, "host": self.host})
         state = GaugeMetricFamily("agentd_unit_state", "1 for the unit's current state", labels=[*labels, "state"])
+        frozen = GaugeMetricFamily("agentd_unit_frozen", "1 for the freeze status names for the unit (none: all 0)",
+                                   labels=[*labels, "freeze"])
+        blocked = GaugeMetricFamily("agentd_unit_blocked", "1 for the blocking screen the unit shows (none: all 0)",
+                                    labels=[*labels, "screen"])
         used = GaugeMetricFamily("agentd_unit_context_used_tokens", "tokens in the agent's context", labels=labels)
         window = GaugeMetricFamily("agentd_unit_context_window_tokens", "the context window", labels=labels)
         ratio = GaugeMetricFamily("agentd_unit_context_ratio", "used / window", labels=labels)
@@ -89,6 +100,11 @@ class UnitCollector(Collector):
             key = [row["unit"], self.host]
             for name in STATES:
                 state.add_metric([*key, name], 1.0 if row.get("state") == name else 0.0)
+            freeze, screen = freeze_of(row), blocked_screen(row)
+            for name in _with(FREEZES, freeze):
+                frozen.add_metric([*key, name], 1.0 if freeze == name else 0.0)
+            for name in _with(SCREENS, screen):
+                blocked.add_metric([*key, name], 1.0 if screen == name else 0.0)
             ctx = row.get("context")
             if ctx:
                 used.add_metric(key, ctx["used"])
@@ -106,7 +122,12 @@ class UnitCollector(Collector):
                 cpu.add_metric(key, row["cpu_seconds"])
             if row.get("rss_bytes") is not None:
                 rss.add_metric(key, row["rss_bytes"])
-        yield from (info, state, used, window, ratio, ckpt, hard, cycles, restarts, violations, queued, since, cpu, rss)
+        yield from (info, state, frozen, blocked, used, window, ratio, ckpt, hard, cycles, restarts, violations, queued, since, cpu, rss)
+
+
+def _with(known: tuple[str, ...], current: str | None) -> tuple[str, ...]:
+    """``known``, and ``current`` when it is a name not known here (a newer freeze or screen still gets its 1)."""
+    return known if current is None or current in known else (*known, current)
 
 
 class Metrics:

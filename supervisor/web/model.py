@@ -14,6 +14,7 @@ Nothing here reads a clock or a file: ``now`` (wall-clock seconds) is passed in.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -35,7 +36,10 @@ class Display(str, enum.Enum):
     WAITING = "waiting"
     BACKOFF = "backoff"
     STOPPING = "stopping"
+    BLOCKED = "blocked"  # a blocking screen (login, trust, update, an approval nobody answers): a person must act
+    FROZEN = "frozen"  # the agent's process is stopped: it looks busy and does nothing
     FAILED = "failed"
+    ERROR = "error"  # agentd's own handler for the unit raised
     STOPPED = "stopped"
 
 
@@ -49,13 +53,18 @@ LOOK: dict[Display, tuple[str, str, str]] = {
     Display.WAITING: ("◷", "waiting", "wait"),
     Display.BACKOFF: ("↻", "backoff", "warn"),
     Display.STOPPING: ("◕", "stopping", "info"),
+    Display.BLOCKED: ("⊘", "blocked", "warn"),
+    Display.FROZEN: ("‖", "frozen", "bad"),
     Display.FAILED: ("✖", "failed", "bad"),
+    Display.ERROR: ("✖", "error", "bad"),
     Display.STOPPED: ("■", "stopped", "off"),
 }
 
 
 class Alarm(str, enum.Enum):
     FAILED = "failed"
+    ERROR = "error"
+    BLOCKED = "blocked"  # a blocking screen, named by status (the session watch's blocked_screen, approval_wait)
     FROZEN = "frozen at the limit"
     FROZEN_SESSION = "frozen"  # the watch named a freeze (a blocking screen, an approval wait, ...)
     IDLE_AFTER_COMPACTION = "idle after compaction"
@@ -66,6 +75,38 @@ class Alarm(str, enum.Enum):
 #: The session watch's freezes (``status``'s ``frozen``) that a card's own alarm already names.
 SAME_AS = {"idle_after_compaction": Alarm.IDLE_AFTER_COMPACTION.value, "stuck_above_hard_limit": Alarm.FROZEN.value,
            "checkpoint_overdue": Alarm.DEADLINE.value}
+
+
+#: The session watch's freezes that are a screen waiting for a person.
+BLOCKED_FREEZES = ("blocked_screen", "approval_wait")
+#: Freezes that mean the session does nothing, whatever its turn says.
+STILL_FREEZES = ("stopped_process",)
+_SCREEN = re.compile(r"blocked: ([A-Za-z_-]+)")
+
+
+def freeze_of(row: dict[str, Any]) -> str | None:
+    """The freeze ``status`` names for the unit (``blocked_screen``, ``cycle_storm``, ...), or None."""
+    frozen = row.get("frozen")
+    state = frozen.get("state") if isinstance(frozen, dict) else None
+    return state if isinstance(state, str) and state else None
+
+
+def blocked_screen(row: dict[str, Any]) -> str | None:
+    """The blocking screen a unit shows as ``status`` names it (``login``, ``trust``, ``approval``, ...), or None.
+
+    Read from the row's ``frozen`` (a ``blocked_screen`` or ``approval_wait`` freeze, whose detail begins
+    ``blocked: KIND``), or from a ``blocked`` field (a name, or ``{"kind"}``) when the row carries one.
+    """
+    named = row.get("blocked")
+    if isinstance(named, dict):
+        named = named.get("kind") or named.get("screen")
+    if isinstance(named, str) and (match := re.match(r"[A-Za-z_-]+", named.removeprefix("blocked: "))):
+        return match.group(0)
+    freeze = freeze_of(row)
+    if freeze not in BLOCKED_FREEZES:
+        return None
+    match = _SCREEN.match(str((row.get("frozen") or {}).get("detail") or ""))
+    return match.group(1) if match else "approval" if freeze == "approval_wait" else "screen"
 
 
 @dataclass(frozen=True)
@@ -84,6 +125,10 @@ class UnitFacts:
 def display(row: dict[str, Any]) -> Display:
     """The display state of a status row."""
     state = row.get("state")
+    if state in ("running", "starting") and blocked_screen(row):
+        return Display.BLOCKED
+    if state == "running" and freeze_of(row) in STILL_FREEZES:
+        return Display.FROZEN
     if state == "running":
         return {"busy": Display.IN_TURN, "idle": Display.IDLE}.get(row.get("turn") or "", Display.RUNNING)
     if state in ("checkpointing", "respawning"):
@@ -93,7 +138,7 @@ def display(row: dict[str, Any]) -> Display:
         reason = row.get("reason") or ""
         return Display.WAITING if sched.get("start") or reason.startswith("not started: requires") else Display.STOPPED
     return {"starting": Display.STARTING, "waiting": Display.WAITING, "backoff": Display.BACKOFF,
-            "stopping": Display.STOPPING, "failed": Display.FAILED, "error": Display.FAILED}.get(state or "", Display.STOPPED)
+            "stopping": Display.STOPPING, "failed": Display.FAILED, "error": Display.ERROR}.get(state or "", Display.STOPPED)
 
 
 def waiting_for(row: dict[str, Any], shown: Display) -> str | None:
@@ -115,7 +160,8 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
     state, turn = row.get("state"), row.get("turn")
     ctx = row.get("context") or {}
     if state in ("failed", "error"):
-        found.append({"kind": Alarm.FAILED.value, "text": f"{state}: {row.get('reason') or 'no reason recorded'}"})
+        found.append({"kind": Alarm.FAILED.value if state == "failed" else Alarm.ERROR.value,
+                      "text": f"{state}: {row.get('reason') or 'no reason recorded'} (reset-failed starts it again)"})
     ratio = ctx.get("ratio")
     if state == "running" and ratio is not None and ratio >= facts.hard_limit:
         found.append({"kind": Alarm.FROZEN.value,
@@ -136,10 +182,14 @@ def alarms(row: dict[str, Any], facts: UnitFacts, now: float) -> list[dict[str, 
             and since is not None and since >= IDLE_AFTER_COMPACTION):
         found.append({"kind": Alarm.IDLE_AFTER_COMPACTION.value,
                       "text": f"idle at its prompt for {since:.0f} s since it compacted its own context"})
-    frozen = row.get("frozen")
+    frozen = row.get("frozen") if isinstance(row.get("frozen"), dict) else {}
     kinds = {a["kind"] for a in found}
-    if frozen and SAME_AS.get(frozen.get("state") or "", "") not in kinds:  # said once, by the card's own alarm
-        at = sum(1 for a in found if a["kind"] in (Alarm.FAILED.value, Alarm.FROZEN.value))
+    at = sum(1 for a in found if a["kind"] in (Alarm.FAILED.value, Alarm.ERROR.value, Alarm.FROZEN.value))
+    screen = blocked_screen(row) if state in ("running", "starting") else None
+    if screen is not None:
+        detail = frozen.get("detail") if freeze_of(row) in BLOCKED_FREEZES else None
+        found.insert(at, {"kind": Alarm.BLOCKED.value, "text": str(detail or f"blocked: {screen}")})
+    elif frozen and SAME_AS.get(frozen.get("state") or "", "") not in kinds:  # said once, by the card's own alarm
         found.insert(at, {"kind": Alarm.FROZEN_SESSION.value,
                           "text": f"frozen ({frozen.get('state')}): {frozen.get('detail')} (action: {frozen.get('action')})"})
     return found
@@ -161,19 +211,33 @@ def warnings(row: dict[str, Any], last_cycle: dict[str, Any] | None) -> list[str
                  row.get("transcript_problem")):
         if text:
             found.append(str(text))
-    recall = (last_cycle or {}).get("recall")
-    if isinstance(recall, dict):
-        recall = recall.get("ratio", recall.get("score"))
-    if isinstance(recall, (int, float)) and not isinstance(recall, bool) and recall < RECALL_WARN:
-        found.append(f"last cycle's recall {recall:.0%} (below {RECALL_WARN:.0%})")
+    recall = recall_of(last_cycle)
+    if recall is not None and recall["recall"] < RECALL_WARN:
+        found.append(f"last cycle's recall {recall['recall']:.0%} (below {RECALL_WARN:.0%})"
+                     + (f", missing: {', '.join(recall['missing'])}" if recall["missing"] else ""))
     return found
+
+
+def recall_of(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A cycle record's probe recall (``{"recall", "found", "probes", "missing"}``, as ``agentd history`` reads it), or None."""
+    recall = (record or {}).get("recall")
+    if isinstance(recall, (int, float)) and not isinstance(recall, bool):
+        recall = {"recall": recall}  # a bare figure: what it found and missed is not known
+    if not isinstance(recall, dict):
+        return None
+    value = recall.get("recall")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    missing = recall.get("missing")
+    return {"recall": float(value), "found": recall.get("found"), "probes": recall.get("probes"),
+            "missing": [str(m) for m in missing] if isinstance(missing, list) else []}
 
 
 def _cycle(last: dict[str, Any] | None) -> dict[str, Any] | None:
     if not last:
         return None
-    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "recall", "wip_commit")
-    return {k: last.get(k) for k in keys if k in last}
+    keys = ("started", "trigger", "flush", "outcome", "tokens_before", "wakeup_tokens", "ratio", "wip")
+    return {**{k: last.get(k) for k in keys if k in last}, "recall": recall_of(last)}
 
 
 def iso_epoch(text: str | None) -> float | None:
@@ -191,6 +255,9 @@ def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[s
     """One unit as the overview shows it (JSON-ready; ``now``: wall clock)."""
     shown = display(row)
     glyph, label, tone = LOOK[shown]
+    screen = blocked_screen(row)
+    if shown is Display.BLOCKED and screen:
+        label = f"blocked: {screen}"
     ctx = row.get("context")
     context = None
     if ctx:
@@ -225,8 +292,10 @@ def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[s
         "queued_sends": row.get("queued_sends", 0),
         "viewers": row.get("viewers", 0),
         "schedule": row.get("schedule"),
+        "checkpoint_limits": row.get("checkpoint_limits"),
         "next_restart_at": round(now + restart_in, 1) if restart_in is not None else None,
         "frozen": row.get("frozen"),
+        "blocked": screen if shown is Display.BLOCKED else None,
         "alarms": alarms(row, facts, now),
         "warnings": warnings(row, facts.last_cycle),
     }

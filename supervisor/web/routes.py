@@ -15,7 +15,7 @@ API (JSON)::
     GET  /api/timeline          decisions, cycles, violations (each item has "t", epoch seconds)
     GET  /api/fleet             this daemon's cards and its peers' last answers (supervisor.web.fleet)
     GET  /api/events[?unit=N]   the page's live stream (supervisor.web.stream)
-    POST /api/units/{name}/{action}   start | stop | restart | checkpoint | send  (JSON body: now, text)
+    POST /api/units/{name}/{action}   start | stop | restart | checkpoint | send | reset-failed  (JSON body: now, text)
     GET  /metrics               Prometheus (supervisor.web.metrics)
 
 Every route needs the token (:mod:`supervisor.web.auth`); ``/metrics`` may be
@@ -75,6 +75,7 @@ ACTIONS = {
     "restart": lambda name, body: ("restart", {"units": [name], "now": bool(body.get("now"))}),
     "checkpoint": lambda name, body: ("checkpoint", {"unit": name}),
     "send": lambda name, body: ("send", {"unit": name, "text": body.get("text")}),
+    "reset-failed": lambda name, body: ("reset-failed", {"units": [name]}),
 }
 
 

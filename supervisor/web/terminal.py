@@ -11,7 +11,9 @@ reaches the agent (the page has the ``send`` box for that).
 session, and a wait for the next one.  It hands what it sees to two
 callbacks: ``on_session(info)`` when it starts following a session (or has
 none: ``info["session"]`` is None) and ``on_data(bytes)`` for output (the
-first chunk of each session is its recent screen context, as for attach).
+first chunk of each session is its opening, as for attach: the recent lines,
+or a full-screen agent's current screen repainted,
+:mod:`supervisor.control.repaint`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..control.attach import AttachTarget, recent_context
+from ..control.attach import AttachTarget
 from ..control.framing import ControlError
+from ..control.repaint import Opening
 
 #: Seconds between checks that the followed session is still the unit's current one.
 POLL = 0.25
@@ -66,10 +69,9 @@ class TerminalFeed:
         self.session = session
         self.on_session({"unit": self.unit, "session": session.session_id, "pid": session.pid,
                          "rows": session.rows, "cols": session.cols})
-        context = recent_context(session.transcript.log_path)
-        if context:
-            self.on_data(context)
-        session.add_output_listener(self.on_data)  # no await since the context: no gap, no repeat
+        listener = Opening(session.transcript.log_path, session.rows, session.cols, self.on_data)
+        session.add_output_listener(listener)
+        painting = asyncio.ensure_future(listener.run())
         try:
             while True:
                 await asyncio.sleep(POLL)
@@ -78,5 +80,6 @@ class TerminalFeed:
                         continue
                 return
         finally:
-            session.remove_output_listener(self.on_data)
+            painting.cancel()
+            session.remove_output_listener(listener)
             self.session = None

@@ -97,15 +97,28 @@ A.toast = function (text, bad) {
   setTimeout(() => t.remove(), bad ? 7000 : 3500);
 };
 
-// An action: a POST to the daemon (same origin; the cookie carries the token).
-A.action = async function (unit, what, body) {
-  const res = await fetch(`/api/units/${encodeURIComponent(unit)}/${what}`, {
-    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {}), credentials: "same-origin"});
-  let data = {};
-  try { data = await res.json(); } catch (e) { /* empty body */ }
-  if (!res.ok) { A.toast(`${what} ${unit}: ${data.error || res.statusText}`, true); return null; }
-  A.toast(res.status === 202 ? `${what} ${unit}: going on in the daemon` : `${what} ${unit}: done`);
-  return data;
+// A cycle record's probe recall as `agentd history` reads it: the figure, what was found of what was checked,
+// and what the new session missed; "–" when the record has none.
+A.recall = function (r) {
+  if (!r || typeof r.recall !== "number") return "–";
+  const of = typeof r.found === "number" && typeof r.probes === "number" ? ` (${r.found}/${r.probes})` : "";
+  const missing = Array.isArray(r.missing) && r.missing.length ? ", missing: " + r.missing.map(String).join(", ") : "";
+  return String(r.recall) + of + missing;
+};
+// The WIP commit that kept a session's uncommitted work, as `agentd history` shows it (12 characters).
+A.wip = (commit) => commit ? String(commit).slice(0, 12) : "–";
+
+// An action: a POST to the daemon (same origin; the cookie carries the token). {status, data}; never throws.
+A.post = async function (unit, what, body) {
+  try {
+    const res = await fetch(`/api/units/${encodeURIComponent(unit)}/${what}`, {
+      method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {}), credentials: "same-origin"});
+    let data = {};
+    try { data = await res.json(); } catch (e) { /* empty body */ }
+    return {status: res.status, data};
+  } catch (e) {
+    return {status: 0, data: {error: "the daemon did not answer (" + (e.message || e) + ")"}};
+  }
 };
 
 A.header = function (daemon, host) {

@@ -28,7 +28,7 @@ function render(v) {
       A.el("span", {class: h.ok ? "tone-ok" : "tone-bad", text: h.ok ? "●" : "✖"}),
       A.el("b", {text: h.name}), h.ok ? `${h.units} units` : h.pending ? "asking…" : "not answering: " + h.error)));
   const alarms = document.getElementById("alarms");
-  alarms.replaceChildren(...v.alarms.map((a) => A.el("div", {class: "alarm"},
+  alarms.replaceChildren(...v.alarms.map((a) => A.el("div", {class: "alarm" + (a.kind === "blocked" ? " warn" : ""), "data-kind": a.kind},
     A.el("span", {class: "kind", text: "⚠ " + a.kind}), A.el("span", {class: "who", text: a.unit ? `${a.host}/${a.unit}` : a.host}),
     A.el("span", {class: "what", text: a.text}))));
   document.getElementById("warnings").replaceChildren(...v.warnings.map((w) => A.el("div", {class: "alarm amber"},
@@ -39,12 +39,12 @@ function render(v) {
     const ctx = c.context;
     return A.el("tr", {"data-id": c.id, "data-host": c.host, "data-unit": c.unit, "data-state": d.key,
                        class: c.alarms && c.alarms.length ? "alarmed" : ""},
-      A.el("td", {class: "host-cell", text: c.host}),
-      A.el("td", {}, unitLink(c, c.host === v.host)),
-      A.el("td", {}, A.glyph(d, "state-glyph"), " " + d.label),
-      A.el("td", {text: ctx ? (ctx.exact ? "" : "~") + A.pct(ctx.ratio) + " of " + A.tokens(ctx.window) : "–"}),
-      A.el("td", {text: String(c.restarts || 0)}),
-      A.el("td", {class: "muted", text: note(c)}));
+      A.el("td", {class: "host-cell", "data-label": "host", text: c.host}),
+      A.el("td", {"data-label": "unit"}, unitLink(c, c.host === v.host)),
+      A.el("td", {"data-label": "state"}, A.el("span", {}, A.glyph(d, "state-glyph"), " " + d.label)),
+      A.el("td", {"data-label": "context", text: ctx ? (ctx.exact ? "" : "~") + A.pct(ctx.ratio) + " of " + A.tokens(ctx.window) : "–"}),
+      A.el("td", {"data-label": "restarts", text: String(c.restarts || 0)}),
+      A.el("td", {"data-label": "note", class: "muted", text: note(c)}));
   }));
   if (!v.cards.length) document.getElementById("rows").append(A.el("tr", {}, A.el("td", {colspan: "6", class: "empty", text: "No units."})));
 }

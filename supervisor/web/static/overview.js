@@ -5,16 +5,25 @@ const cards = new Map();   // id -> card data (the id is host/unit: the fleet vi
 const nodes = new Map();   // id -> element
 let filterText = "";
 
-function stat(k, v, cls) {
-  return A.el("div", {class: "stat"}, A.el("div", {class: "k", text: k}), A.el("div", {class: "v " + (cls || ""), text: v}));
+function stat(k, v, cls, sub, title) {
+  return A.el("div", {class: "stat", title: title || null}, A.el("div", {class: "k", text: k}),
+    A.el("div", {class: "v " + (cls || ""), text: v}), sub ? A.el("div", {class: "s " + (cls || ""), text: sub}) : null);
 }
 
+// The last cycle: its ratio, and under it the new session's recall as `agentd history` reads it.
 function lastCycle(last) {
-  if (!last) return "–";
+  if (!last) return stat("last cycle", "–");
   const ratio = last.ratio !== null && last.ratio !== undefined ? A.pct(last.ratio, 1) : "–";
-  const recall = last.recall !== undefined && last.recall !== null ?
-    " · recall " + (typeof last.recall === "number" ? A.pct(last.recall) : String(last.recall)) : "";
-  return ratio + recall;
+  const r = last.recall;
+  return stat("last cycle", ratio, r && r.recall < 1 ? "warn" : "", r ? "recall " + r.recall : null,
+    r ? "recall " + A.recall(r) : null);
+}
+
+// The filter: every word must be in the card's unit, module, host, kind or state (as shown), any case.
+function matches(c, text) {
+  if (!text) return true;
+  const hay = [c.unit, c.module, c.host, c.kind, c.state, c.display.label, c.blocked].filter(Boolean).join(" ").toLowerCase();
+  return text.toLowerCase().split(/\s+/).every((w) => hay.includes(w));
 }
 
 function footText(c) {
@@ -46,7 +55,7 @@ function renderCard(c) {
     A.el("div", {class: "stats"},
       stat("last turn end", since === "–" ? "–" : since + " ago"),
       stat("restarts", String(c.restarts), c.restarts > 3 ? "warn" : ""),
-      stat("last cycle", lastCycle(last)),
+      lastCycle(last),
       stat("violations", String(c.violations), c.violations ? "bad" : "")),
     A.el("div", {class: "foot", title: footText(c)},
       next ? A.el("span", {class: "sched", text: "◷ " + next + (footText(c) ? " · " : "")}) : null,
@@ -58,9 +67,19 @@ function renderCard(c) {
 function place(c) {
   const old = nodes.get(c.id);
   const fresh = renderCard(c);
-  fresh.hidden = filterText && !c.unit.includes(filterText) && !(c.module || "").includes(filterText);
+  fresh.hidden = !matches(c, filterText);
   if (old) old.replaceWith(fresh); else document.getElementById("cards").append(fresh);
   nodes.set(c.id, fresh);
+}
+
+function filtered() {
+  const shown = [...cards.values()].filter((c) => matches(c, filterText)).length;
+  let none = document.getElementById("no-match");
+  if (filterText && cards.size && !shown) {
+    if (!none) { none = A.el("div", {class: "empty", id: "no-match"}); document.getElementById("cards").append(none); }
+    none.textContent = `No unit matches “${filterText}”.`;
+  } else if (none) none.remove();
+  return shown;
 }
 
 function renderAlarms() {
@@ -69,7 +88,8 @@ function renderAlarms() {
   for (const c of [...cards.values()].sort((a, b) => a.unit.localeCompare(b.unit))) {
     for (const al of c.alarms) {
       const amber = al.kind === "idle after compaction" || al.kind === "stalled";
-      box.append(A.el("a", {class: "alarm" + (amber ? " amber" : ""), href: "/unit/" + encodeURIComponent(c.unit)},
+      const tone = amber ? " amber" : al.kind === "blocked" ? " warn" : "";
+      box.append(A.el("a", {class: "alarm" + tone, href: "/unit/" + encodeURIComponent(c.unit), "data-unit": c.unit, "data-kind": al.kind},
         A.el("span", {class: "kind", text: "⚠ " + al.kind}), A.el("span", {class: "who", text: c.unit}),
         A.el("span", {class: "what", text: al.text})));
     }
@@ -81,13 +101,18 @@ function renderSummary() {
   const tones = {};
   for (const c of cards.values()) { counts[c.display.label] = (counts[c.display.label] || 0) + 1; tones[c.display.label] = c.display; }
   const box = document.getElementById("summary");
-  const filter = box.querySelector(".filter") || A.el("input", {class: "filter", placeholder: "filter units or modules", oninput: (e) => {
-    filterText = e.target.value.trim(); for (const c of cards.values()) place(c); }});
-  box.replaceChildren(A.el("span", {class: "chip"}, A.el("b", {text: String(cards.size)}), " units"),
+  const shown = filtered();
+  box.replaceChildren(A.el("span", {class: "chip", id: "count"}, A.el("b", {text: filterText ? `${shown} of ${cards.size}` : String(cards.size)}), " units"),
     ...Object.entries(counts).sort().map(([label, n]) => A.el("span", {class: "chip"},
-      A.el("span", {class: "tone-" + tones[label].tone, text: tones[label].glyph}), A.el("b", {text: String(n)}), label)),
-    filter);
+      A.el("span", {class: "tone-" + tones[label].tone, text: tones[label].glyph}), A.el("b", {text: String(n)}), label)));
 }
+
+// The filter box stays out of what is redrawn: typing keeps its focus while cards change.
+document.getElementById("filter").addEventListener("input", (e) => {
+  filterText = e.target.value.trim();
+  for (const c of cards.values()) place(c);
+  renderSummary();
+});
 
 function sortCards() {
   const grid = document.getElementById("cards");

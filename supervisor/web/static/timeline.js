@@ -11,7 +11,8 @@ function toItems(data) {
     title: d.decision, detail: "why: " + d.why + (d.files.length ? " · files: " + d.files.join(", ") : "")});
   for (const c of data.cycles) out.push({kind: "cycle", t: c.t, module: null, unit: c.unit, tags: [], src: c.unit,
     title: `${c.trigger}: ${A.tokens(c.tokens_before)} → wakeup ${A.tokens(c.wakeup_tokens)}` + (c.ratio ? ` (${A.pct(c.ratio, 1)})` : ""),
-    detail: `flush ${c.flush} · ${c.outcome}`});
+    detail: `flush ${c.flush} · ${c.outcome}` + (c.wip ? ` · WIP ${A.wip(c.wip)}` : "") +
+      (c.recall && typeof c.recall.recall === "number" ? ` · recall ${A.recall(c.recall)}` : "")});
   for (const v of data.violations) out.push({kind: "violation", t: v.t, module: null, unit: v.unit, tags: [], src: v.unit,
     title: `${v.path}: ${v.rule}`, detail: `${v.action}${v.done ? " · " + v.done : ""}`});
   out.sort((a, b) => (b.t || 0) - (a.t || 0));

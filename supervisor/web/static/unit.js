@@ -8,25 +8,134 @@ let series = [];
 let cycles = [];
 let lastCycleSeen;
 
+// The agent's output is untrusted: a link it draws (OSC 8) is never opened from here, only shown.
 const term = new Terminal({
   disableStdin: true, convertEol: false, cursorBlink: false, cols: 120, rows: 32, scrollback: 5000,
   fontFamily: '"DejaVu Sans Mono", ui-monospace, Menlo, Consolas, monospace', fontSize: 12.5,
   theme: {background: "#05070a", foreground: "#d7dee8", cursor: "#05070a", selectionBackground: "#2b3b55"},
+  linkHandler: {activate: (e, uri) => A.toast("a link in the agent's output, not opened: " + uri, true), allowNonHttpProtocols: false},
 });
 term.open(document.getElementById("term"));
 
-function button(label, what, cls, enabled, body) {
-  return A.el("button", {class: cls || "", "data-action": what, disabled: !enabled, onclick: async (e) => {
-    e.target.disabled = true;
-    await A.action(UNIT, what, body);
-    setTimeout(() => { e.target.disabled = false; }, 800);
-  }, text: label});
+// The terminal's font follows the width it has (8 to 12.5 px); on a phone its box scrolls sideways by itself.
+function fitTerm() {
+  const wrap = document.querySelector(".term-wrap");
+  const size = Math.max(8, Math.min(12.5, Math.floor((wrap.clientWidth - 18) / term.cols / 0.602 * 2) / 2));
+  if (size && term.options.fontSize !== size) term.options.fontSize = size;
+}
+window.addEventListener("resize", () => { fitTerm(); renderChart(); });
+fitTerm();
+
+const FAILED = ["failed", "error"];
+const ACTIVE = ["running", "starting", "checkpointing", "respawning"];
+let watching = null;  // the last action, followed on the stream for a while: {what, until, state}
+
+function checkpointSeconds(c) {
+  const l = c.checkpoint_limits;
+  return l ? Math.round(l.deadline + l.grace) : null;
+}
+
+// What each asked action says before it acts, and its choices: [button label, body].
+const ASK = {
+  stop: (c) => {
+    const s = checkpointSeconds(c);
+    return {ask: `Stop ${c.unit}?`, says: s && c.checkpoint_limits.on_stop && c.state === "running"
+      ? `It checkpoints first (the agent writes its notes; up to ${s} s), then its session ends. It stays stopped until you start it.`
+      : "Its session ends now. It stays stopped until you start it.",
+      go: s && c.checkpoint_limits.on_stop && c.state === "running" ? [["Stop", {}], ["Stop now, no checkpoint", {now: true}]] : [["Stop", {now: true}]]};
+  },
+  restart: (c) => {
+    const s = checkpointSeconds(c);
+    return {ask: `Restart ${c.unit}?`, says: s && c.state === "running"
+      ? `It checkpoints first (up to ${s} s); a fresh session then starts from the wakeup.`
+      : "Its session ends now and a fresh one starts from the wakeup.",
+      go: s && c.state === "running" ? [["Restart", {}], ["Restart now, no checkpoint", {now: true}]] : [["Restart", {now: true}]]};
+  },
+  checkpoint: (c) => ({ask: `Checkpoint ${c.unit} now?`,
+    says: "The agent writes what it confirmed; agentd checks its notes, then a fresh session starts from the wakeup.",
+    go: [["Checkpoint", {}]]}),
+};
+
+function button(label, what, cls, enabled, title) {
+  return A.el("button", {class: cls || "", "data-action": what, disabled: !enabled, title: title || null, text: label,
+    onclick: () => (ASK[what] ? ask(what) : run(what, {}))});
+}
+
+function ask(what) {
+  const q = ASK[what](card);
+  const box = document.getElementById("confirm");
+  box.replaceChildren(A.el("div", {class: "ask"}, A.el("b", {text: q.ask + " "}), q.says),
+    ...q.go.map(([label, body]) => A.el("button", {class: what === "stop" ? "danger" : "primary",
+      "data-confirm": what, "data-now": body.now ? "yes" : "no", text: label, onclick: () => run(what, body)})),
+    A.el("button", {"data-confirm": "cancel", text: "Cancel", onclick: () => {
+      box.hidden = true; say(`${what} ${UNIT}: cancelled, nothing was done.`, "");
+    }}));
+  box.hidden = false;
+  box.querySelector("button").focus();
+}
+
+function say(text, tone, offer) {
+  const box = document.getElementById("action-result");
+  box.className = "result" + (tone ? " " + tone : "");
+  box.replaceChildren(A.el("span", {class: "text", text}),
+    ...(offer ? [button("Reset failed", "reset-failed", "primary", true, `agentd reset-failed ${UNIT}`)] : []),
+    A.el("button", {text: "✕", title: "dismiss", "aria-label": "dismiss", onclick: () => { box.hidden = true; }}));
+  box.hidden = false;
+}
+
+function failedText(state, reason) {
+  return `${UNIT} is ${state}: ${reason || "no reason recorded"}. Reset failed clears its start limit and starts it ` +
+    `again (agentd reset-failed ${UNIT}); if it keeps failing, read its terminal and agentd logs ${UNIT} first.`;
+}
+
+const DONE = {start: "started", stop: "stopped", restart: "restarted", "reset-failed": "reset"};
+
+// What came of an action, from the daemon's answer: a sentence, its tone, and whether to offer reset-failed.
+function explain(what, status, data, body) {
+  const r = data.result;
+  if (status === 0 || status >= 500) return [`${what} ${UNIT}: ${data.error || "HTTP " + status}`, "bad"];
+  if (status >= 400) return [`${what} ${UNIT} refused: ${data.error || "HTTP " + status}`, "bad"];
+  if (status === 202) return [`${what} ${UNIT} goes on in the daemon${(what === "stop" || what === "restart") && !body.now ?
+    " (a checkpoint first)" : ""}; this page follows it.`, ""];
+  const warn = r && Array.isArray(r.warnings) && r.warnings.length ? " Note: " + r.warnings.join("; ") : "";
+  if (what === "send") return [r && r.delivered === "now" ? `typed into ${UNIT} now.` :
+    `queued for ${UNIT}: typed at its next turn end (position ${r && r.position}).`, "good"];
+  if (what === "checkpoint") return [`checkpoint of ${UNIT} done: notes ${r && r.flush}, ${r && r.outcome}` +
+    (r && typeof r.ratio === "number" ? `, wakeup ${A.pct(r.ratio, 1)} of the context before.` : "."), r && r.flush === "verified" ? "good" : ""];
+  const state = r && typeof r === "object" ? r[UNIT] : null;
+  if (state === "already running") return [`${UNIT} is already running: nothing to start.${warn}`, ""];
+  if (FAILED.includes(state)) return [failedText(state, card && card.reason) + warn, "bad", true];
+  if (what !== "stop" && state === "inactive") return [`${UNIT} did not start: ${(card && card.reason) || "see its state"}.${warn}`, "bad"];
+  return [`${DONE[what] || what} ${UNIT}: it is ${state || "changed"} now.${warn}`, "good"];
+}
+
+async function run(what, body) {
+  document.getElementById("confirm").hidden = true;
+  for (const b of document.querySelectorAll(".actions button")) b.disabled = true;
+  say(`${what} ${UNIT}…`, "");
+  const {status, data} = await A.post(UNIT, what, body);
+  const [text, tone, offer] = explain(what, status, data, body);
+  say(text, tone, offer);
+  watching = status >= 200 && status < 300 ? {what, until: Date.now() + 30000, state: card && card.state} : null;
+  if (card) renderHead();
+  return status >= 200 && status < 300 ? data : null;
+}
+
+// After an action, its result line follows the unit for a while: "stopped ... now: stopped", or a failure again.
+function follow(c) {
+  if (!watching || Date.now() > watching.until || c.state === watching.state) return;
+  watching.state = c.state;
+  if (FAILED.includes(c.state)) { say(failedText(c.state, c.reason), "bad", true); return; }
+  const box = document.getElementById("action-result");
+  const head = box.querySelector(".text").textContent.split(" — now:")[0];
+  box.querySelector(".text").textContent = `${head} — now: ${c.display.label}`;
 }
 
 function renderHead() {
   const c = card;
   const d = c.display;
-  const active = ["running", "starting", "checkpointing", "respawning"].includes(c.state);
+  const active = ACTIVE.includes(c.state);
+  const failed = FAILED.includes(c.state);
   const box = document.getElementById("head");
   box.replaceChildren(
     A.glyph(d, "state-glyph"),
@@ -34,12 +143,14 @@ function renderHead() {
       A.el("div", {class: "sub"}, A.el("span", {class: "tone-" + d.tone, id: "state-label", text: d.label}),
         " · " + [c.kind, c.module && "module " + c.module, c.host, c.description].filter(Boolean).join(" · "))),
     A.el("div", {class: "actions"},
-      button("Checkpoint", "checkpoint", "", c.state === "running"),
-      button("Restart", "restart", "", active || c.state === "backoff" || c.state === "failed" || c.enabled),
-      button("Stop", "stop", "danger", c.state !== "inactive"),
-      button("Start", "start", "primary", !active && c.state !== "stopping")));
+      button("Checkpoint", "checkpoint", "", c.state === "running" && !!c.checkpoint_limits,
+        c.checkpoint_limits ? null : "checkpoints are off for this unit ([checkpoint] enabled = false)"),
+      button("Restart", "restart", "", active || c.state === "backoff" || failed || c.enabled),
+      button("Stop", "stop", "danger", c.state !== "inactive" && !failed),
+      failed ? button("Reset failed", "reset-failed", "primary", true, `agentd reset-failed ${c.unit}`) : null,
+      button("Start", "start", failed ? "" : "primary", !active && c.state !== "stopping")));
   const alarms = document.getElementById("alarms");
-  alarms.replaceChildren(...c.alarms.map((al) => A.el("div", {class: "alarm"},
+  alarms.replaceChildren(...c.alarms.map((al) => A.el("div", {class: "alarm" + (al.kind === "blocked" ? " warn" : ""), "data-kind": al.kind},
     A.el("span", {class: "kind", text: "⚠ " + al.kind}), A.el("span", {class: "what", text: al.text}))));
 }
 
@@ -62,21 +173,24 @@ function pill(text, cls) { return A.el("span", {class: "pill " + (cls || ""), te
 function renderCycles() {
   document.getElementById("cycle-count").textContent = cycles.length ? `${cycles.length} recorded` : "";
   if (!cycles.length) { document.getElementById("cycles").replaceChildren(A.el("div", {class: "muted", text: "no cycle yet"})); return; }
-  const rows = cycles.slice(-30).reverse().map((r) => A.el("tr", {},
-    A.el("td", {text: A.time(r.t)}), A.el("td", {text: r.trigger}),
-    A.el("td", {text: r.tokens_before !== null && r.tokens_before !== undefined ? A.tokens(r.tokens_before) + (r.window ? " / " + A.tokens(r.window) : "") : "–"}),
-    A.el("td", {text: A.tokens(r.wakeup_tokens)}), A.el("td", {text: r.ratio !== null && r.ratio !== undefined ? A.pct(r.ratio, 1) : "–"}),
-    A.el("td", {}, pill(r.flush, r.flush === "verified" ? "good" : r.flush === "auto" ? "auto" : "")),
-    A.el("td", {class: "mono", text: r.wip_commit ? String(r.wip_commit).slice(0, 10) : "–"}),
-    A.el("td", {text: r.recall !== undefined && r.recall !== null ? (typeof r.recall === "number" ? A.pct(r.recall) : String(r.recall)) : "–"}),
-    A.el("td", {class: "muted", text: r.outcome})));
-  document.getElementById("cycles").replaceChildren(A.el("div", {class: "scroll-x"}, A.el("table", {},
-    A.el("thead", {}, A.el("tr", {}, ...["when", "trigger", "tokens before", "wakeup", "ratio", "flush", "WIP commit", "recall", "outcome"].map((h) => A.el("th", {text: h})))),
+  const heads = ["when", "trigger", "tokens before", "wakeup", "ratio", "flush", "WIP commit", "recall", "outcome"];
+  const cell = (i, attrs, ...kids) => A.el("td", {"data-label": heads[i], ...attrs}, ...kids);
+  const rows = cycles.slice(-30).reverse().map((r) => A.el("tr", {"data-started": r.started || ""},
+    cell(0, {text: A.time(r.t)}), cell(1, {text: r.trigger}),
+    cell(2, {text: r.tokens_before !== null && r.tokens_before !== undefined ? A.tokens(r.tokens_before) + (r.window ? " / " + A.tokens(r.window) : "") : "–"}),
+    cell(3, {text: A.tokens(r.wakeup_tokens)}), cell(4, {text: r.ratio !== null && r.ratio !== undefined ? A.pct(r.ratio, 1) : "–"}),
+    cell(5, {}, pill(r.flush, r.flush === "verified" ? "good" : r.flush === "auto" ? "auto" : "")),
+    cell(6, {class: "mono wip", text: A.wip(r.wip)}),
+    cell(7, {class: "recall wrap" + (r.recall && r.recall.recall < 1 ? " tone-warn" : ""), text: A.recall(r.recall)}),
+    cell(8, {class: "muted wrap", text: r.outcome})));
+  document.getElementById("cycles").replaceChildren(A.el("div", {class: "scroll-x"}, A.el("table", {class: "stack"},
+    A.el("thead", {}, A.el("tr", {}, ...heads.map((h) => A.el("th", {text: h})))),
     A.el("tbody", {}, rows))));
 }
 
 function renderChart() {
-  const W = 640, H = 210, L = 38, R = 10, T = 10, B = 24;
+  // drawn at the width it is shown at (its text would be squeezed on a phone otherwise)
+  const W = Math.max(280, Math.round(document.getElementById("chart").clientWidth || 640)), H = 210, L = 38, R = 10, T = 10, B = 24;
   const pts = series.map(([t, used, win]) => [t, win ? used / win : 0]);
   for (const c of cycles) if (c.t && c.tokens_before && c.window) pts.push([c.t - 0.5, c.tokens_before / c.window]);
   pts.sort((a, b) => a[0] - b[0]);
@@ -133,10 +247,12 @@ function renderMemory(detail) {
     A.el("div", {text: f.text}), A.el("div", {class: "why", text: (f.source || "engram") + (f.invalid_why ? " — " + f.invalid_why : "")}))) :
     [A.el("div", {class: "muted", text: "no facts"})]));
   const vio = detail.violations.slice(-50).reverse();
-  document.getElementById("violations").replaceChildren(vio.length ? A.el("div", {class: "scroll-x"}, A.el("table", {},
-    A.el("thead", {}, A.el("tr", {}, ...["when", "path", "rule", "action", "done"].map((h) => A.el("th", {text: h})))),
-    A.el("tbody", {}, vio.map((v) => A.el("tr", {}, A.el("td", {text: A.time(v.t)}), A.el("td", {class: "mono", text: v.path}),
-      A.el("td", {text: v.rule}), A.el("td", {text: v.action}), A.el("td", {class: "muted", text: v.done || "–"}))))))
+  const vh = ["when", "path", "rule", "action", "done"];
+  document.getElementById("violations").replaceChildren(vio.length ? A.el("div", {class: "scroll-x"}, A.el("table", {class: "stack"},
+    A.el("thead", {}, A.el("tr", {}, ...vh.map((h) => A.el("th", {text: h})))),
+    A.el("tbody", {}, vio.map((v) => A.el("tr", {}, A.el("td", {"data-label": vh[0], text: A.time(v.t)}),
+      A.el("td", {"data-label": vh[1], class: "mono", text: v.path}), A.el("td", {"data-label": vh[2], text: v.rule}),
+      A.el("td", {"data-label": vh[3], text: v.action}), A.el("td", {"data-label": vh[4], class: "muted", text: v.done || "–"}))))))
     : A.el("div", {class: "muted", text: "no violations"}));
 }
 
@@ -156,7 +272,7 @@ function onCards(msg) {
     if (c.unit !== UNIT) continue;
     card = c;
     if (c.context) series.push([msg.now, c.context.used, c.context.window]);
-    renderHead(); renderNow(); renderChart();
+    renderHead(); renderNow(); renderChart(); follow(c);
     // A new cycle was recorded: the files changed (history, wakeup, memory); read them once.
     if (JSON.stringify(c.last_cycle) !== lastCycleSeen) { lastCycleSeen = JSON.stringify(c.last_cycle); loadDetail(); }
   }
@@ -166,7 +282,7 @@ document.getElementById("send-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const input = document.getElementById("send-text");
   if (!input.value.trim()) return;
-  const ok = await A.action(UNIT, "send", {text: input.value});
+  const ok = await run("send", {text: input.value});
   if (ok) input.value = "";
 });
 
@@ -178,6 +294,7 @@ A.stream("/api/events?unit=" + encodeURIComponent(UNIT), {
     if (!s.session) { note.textContent = "no session running: the terminal follows the next one"; return; }
     term.reset();
     if (s.cols && s.rows) term.resize(s.cols, s.rows);
+    fitTerm();
     note.textContent = `session ${s.session} · pid ${s.pid} · ${s.cols}×${s.rows}`;
   },
   term: (t) => term.write(t.data),
