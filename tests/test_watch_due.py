@@ -198,3 +198,32 @@ def test_a_stopped_process_is_named_within_one_look(tmp_path: Path) -> None:
         assert unit.watch.frozen is not None and unit.watch.frozen["state"] == "stopped_process"
 
     asyncio.run(go())
+
+
+def test_a_turn_watchers_due_is_looked_at_once_and_only_while_a_turn_runs(tmp_path: Path) -> None:
+    """A generic agent's quiet spell ends its turn at the watcher's due(); a due already past (seen at the
+    last look), or one while the turn is over, brings no look at every tick."""
+    async def go() -> None:
+        unit, _rt, clock = make(tmp_path)
+        await unit.start("start")
+        driver = unit.driver
+        assert isinstance(driver, QuietDriver)
+        clock.advance(USAGE_SCAN_EVERY + 2)
+        due = [clock() + 4]
+        driver.watcher.due = lambda: due[0]  # type: ignore[method-assign]
+        driver.watcher.idle = False  # a turn runs: its quiet spell may end it in 4 s
+        unit.watch.tick()
+        ticks(unit, clock, 3)
+        assert driver.looks == 1
+        ticks(unit, clock, 1)
+        assert driver.looks == 2  # at the watcher's due
+        ticks(unit, clock, 5)
+        assert driver.looks == 2  # that due is past now: not looked at each tick for it
+        driver.watcher.idle = True
+        driver.turn_ends()
+        unit.watch.tick()
+        due[0] = clock() + 1
+        ticks(unit, clock, 3)
+        assert driver.looks == 3  # the turn is over: its due means nothing
+
+    asyncio.run(go())

@@ -199,11 +199,10 @@ class SessionWatch:
         if due is not None:
             times.append(now + due)
         watcher = driver.watcher
-        if watcher.state is not Turn.IDLE and _cannot_say(watcher):
-            times.append(now)
-        else:
-            at = watcher.due()
-            if at is not None:
+        if watcher.state is not Turn.IDLE:  # when the watcher may see the turn end with no new output
+            if _cannot_say(watcher):
+                times.append(now)
+            elif (at := watcher.due()) is not None and at > watcher.clock():  # (one past was seen at this look)
                 times.append(now + (at - watcher.clock()))
         if self.held_until is not None:
             times.append(self.held_until)
