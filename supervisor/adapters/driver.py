@@ -353,6 +353,7 @@ def launch(
             transcript_dir=settings.transcripts_path / spec.name,
             redact_env=env,
             session_id=session_id,
+            keep=settings.transcript_keep,
         )
     except OSError as exc:  # the transcript files: EROFS, EMFILE, ENOSPC ...
         planned.discard()

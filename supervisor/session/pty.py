@@ -40,6 +40,7 @@ import ptyprocess
 from .process import (ExitInfo, ProcessRecord, descendants, is_stopped, kill_group, live_tree, record_of,
                       signal_processes)
 from .parking import parking_of, slow_stream
+from .retention import prune
 from .transcript import Transcript
 
 READ_SIZE = 65536
@@ -137,6 +138,7 @@ class Session:
         transcript_dir: Path,
         redact_env: Mapping[str, str],
         session_id: str | None = None,
+        keep: int = 0,
     ) -> None:
         self.unit = unit
         self.argv = list(argv)
@@ -146,6 +148,7 @@ class Session:
         self.cols = cols
         self.session_id = session_id or new_session_id()
         self.transcript = Transcript(transcript_dir, self.session_id, redact_env, cols=cols)
+        self.keep = keep  # the unit's sessions whose transcripts are kept (0: every one; see .retention)
         self.pid: int = 0
         self.create_time: float = 0.0
         self.started_at: float = 0.0  # monotonic
@@ -216,10 +219,12 @@ class Session:
         _OPEN.add(self)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start reading the PTY on ``loop``."""
+        """Start reading the PTY on ``loop``; prune the unit's older transcripts off it (:mod:`.retention`)."""
         self._loop = loop
         if self._fd >= 0 and not self.eof:
             loop.add_reader(self._fd, self._on_readable)
+        if self.keep > 0:
+            loop.run_in_executor(None, prune, self.transcript.directory, self.keep, self.session_id)
 
     def add_listener(self, callback: Callable[[bytes], None]) -> None:
         """``callback(raw_bytes)`` for every chunk read, at once and unredacted (screen, turn detection)."""
