@@ -37,7 +37,8 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.contenders import (AGENTD_CMD, AGENTD_ENV, HERE, PY, ROOT, SUPERVISORS, WORK, Agentd, Run, Supervisord, cpu_all,
-                              cpu_split, ensure_supervisord, kill_leftovers, order, STREAMERS, status_kb, wait_until)
+                              cpu_split, ensure_supervisord, kill_leftovers, order, STREAMERS, status_kb, thread_cpu,
+                              wait_until)
 from bench.contenders import settle as settle_work
 from bench.report import machine, targets, write_report
 
@@ -56,6 +57,7 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         time.sleep(settle)
         cpu0 = cpu_all(sup.pid)
         u0, s0 = cpu_split(sup.pid)
+        threads0 = thread_cpu(sup.pid)
         t0 = time.monotonic()
         run.go.touch()
         wait_until(lambda: len(run.counts()) >= n, 600, 0.02 if flood else 0.1)
@@ -68,9 +70,11 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         complete_in_time = wait_until(complete, drain_timeout, 0.002 if flood else 0.05)
         t1 = time.monotonic()
         cpu_drained = cpu_all(sup.pid)
+        threads_drained = thread_cpu(sup.pid)
         tail_s = settle_work(sup, n)  # the work that lands after the last byte (agentd's indexer) counts too
         cpu1 = cpu_all(sup.pid)
         u1, s1 = cpu_split(sup.pid)
+        threads1 = thread_cpu(sup.pid)
         hwm = status_kb(sup.pid, "VmHWM")
         rss = status_kb(sup.pid, "VmRSS")
         captured = {name: sup.captured(name) for name in names}
@@ -85,6 +89,10 @@ def stream_once(kind: str, n: int, child_args: list[str], settle: float = 1.0, d
         "lost_bytes": lost, "complete": complete_in_time, "seconds": t1 - t0,
         "cpu_s_at_last_byte": cpu_drained - cpu0, "settle_s": tail_s,
         "child_seconds": max(c["end"] for c in counts.values()) - min(c["start"] for c in counts.values()),
+        # each thread's CPU (by name) to the last byte and to the end of the settle: where agentd's CPU went
+        "threads_at_last_byte": {k: round(v - threads0.get(k, 0.0), 2) for k, v in threads_drained.items()
+                                 if v - threads0.get(k, 0.0) > 0},
+        "threads": {k: round(v - threads0.get(k, 0.0), 2) for k, v in threads1.items() if v - threads0.get(k, 0.0) > 0},
     }
     if flood:
         result["mb_per_s"] = written / (t1 - t0) / 1e6

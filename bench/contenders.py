@@ -92,6 +92,26 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of ``pid``'s threads: ``main`` (the event loop's, for agentd) and ``others``
+    (agentd's indexer and workers; their names are not in /proc)."""
+    out: dict[str, float] = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                rest = fh.read().rsplit(")", 1)[1]
+        except OSError:
+            continue
+        name = "main" if tid == str(pid) else "others"
+        fields = rest.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def status_kb(pid: int, key: str) -> int:
     with open(f"/proc/{pid}/status") as fh:
         for ln in fh:

@@ -125,6 +125,8 @@ class FakeDriver:
     def silent_for(self) -> float:
         return self.clock() - self.last_output
 
+    #: What the watch compares to skip a look (Driver.activity); None: looked at every tick.
+    activity: Any = None
     argv = ["fake"]
     env: dict[str, str] = {}
     transcript_bytes = 0

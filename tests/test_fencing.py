@@ -115,6 +115,16 @@ def test_refusals_come_from_the_adapters_trail_or_whole_new_transcript_lines(tmp
     assert confined.refusals(session, _Adapter(["src/x.py", "/etc/motd"])) == [Path("/etc/motd")]
 
 
+def test_denial_lines_are_found_on_the_bytes() -> None:
+    from supervisor.adapters.confine import _denial_lines
+
+    data = ("ok line\nerror: Permission DENIED: 'a' and denied again\nplain\n"
+            "EACCES: open 'b' (denied)\nnot this one\ntouch: é Permission denied").encode()
+    assert _denial_lines(data) == ["error: Permission DENIED: 'a' and denied again", "EACCES: open 'b' (denied)",
+                                   "touch: é Permission denied"]
+    assert _denial_lines(b"a flood\n" * 1000) == []
+
+
 def test_sizes() -> None:
     assert parse_size(1024) == 1024 and parse_size("512M") == 512 << 20 and parse_size("1.5GiB") == 3 << 29
     assert parse_size("2g") == 2 << 30 and parse_size(" 10 KB ") == 10 << 10

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.tokens import estimate_tokens
-from supervisor.session.cleantext import CleanTextFilter, project, text_runs
+from supervisor.session.cleantext import CleanTextFilter, LineFolder, project, text_runs
 from supervisor.session.redact import MAX_HOLD, Redactor, redact_text
 from supervisor.session.shapes import PEM_CAP
 from supervisor.session.transcript import Transcript, follow_clean, read_clean_tail
@@ -398,6 +398,19 @@ def test_carriage_returns_and_cursor_moves(clean) -> None:  # type: ignore[no-un
     assert clean(b"a\r\nb\r\r\nc\rd\r") == "a\nb\nc\nd\n"
     assert clean(b"10%\r50%\r100%\r\n") == "10%\n50%\n100%\n"
     assert clean(b"top\x1b[5;1Hbottom\x1b[2Aup") == "top\nbottom\nup"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=12).map(lambda b: bytes(b"ab\r\n"[x % 4] for x in b)), max_size=12))
+def test_fold_is_the_rule_for_any_chunking(chunks: list[bytes]) -> None:
+    """Every run of carriage returns, with the newline right after it if any, is one newline, however the stream
+    is cut (the fast path that deletes the \r of each \r\n, and the general one, agree)."""
+    import re
+
+    whole = b"".join(chunks)
+    folder = LineFolder()
+    got = "".join(folder.feed(c) for c in chunks) + folder.finish()
+    assert got == re.sub(r"\r+\n?", "\n", whole.decode())
 
 
 def test_osc_title_split_across_chunks(tmp_path: Path) -> None:

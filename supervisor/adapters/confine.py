@@ -47,8 +47,11 @@ log = structlog.get_logger("agentd")
 
 #: Prefix of the private temp directories (``<tmp>/agentd-<project key>-<unit>-XXXX``).
 TMP_PREFIX = "agentd-"
-#: At most this much new transcript text is read per call of :meth:`Confined.refusals`.
-TRAIL_READ = 1 << 18
+#: At most this much new transcript text is read per call of :meth:`Confined.refusals` (a flood's lines are
+#: not split or decoded: only the lines around a "denied" or "eacces" are, so a call costs about 1 ms per MiB).
+TRAIL_READ = 4 << 20
+#: What a line that may name a refusal holds (lowercase; :func:`~supervisor.scope.allowset.denied_paths` decides).
+_DENIAL_WORDS = (b"denied", b"eacces")
 
 
 def tmp_prefix(project_key: str) -> str:
@@ -244,14 +247,14 @@ class Confined:
             return []
         named = adapter.refused_writes(session)
         if named is None:  # a line echoing what was typed (a wakeup quoting the last session) is not a refusal
-            lines = [ln for ln in self._new_text(session.transcript.text_path).splitlines()
-                     if ("denied" in ln.lower() or "eacces" in ln.lower()) and not session.typed(ln.strip())]
+            lines = [ln for ln in _denial_lines(self._new_text(session.transcript.text_path))
+                     if not session.typed(ln.strip())]
             named = denied_paths("\n".join(lines))
         found = [p for p in refused(named, self.cwd, self.fence) if p not in self._refused]
         self._refused.update(found)
         return found
 
-    def _new_text(self, path: Path) -> str:
+    def _new_text(self, path: Path) -> bytes:
         """Whole lines of ``path`` added since the last call (at most :data:`TRAIL_READ` bytes)."""
         try:
             with open(path, "rb") as f:
@@ -261,10 +264,32 @@ class Confined:
                 f.seek(self._trail_at)
                 data = f.read(min(size - self._trail_at, TRAIL_READ))
         except OSError:
-            return ""
+            return b""
         end = data.rfind(b"\n") + 1
         if end == 0 and len(data) < TRAIL_READ:
-            return ""  # an unfinished line: read it whole next time
+            return b""  # an unfinished line: read it whole next time
         data = data[:end] if end else data
         self._trail_at += len(data)
-        return data.decode("utf-8", "replace")
+        return data
+
+
+def _denial_lines(data: bytes) -> list[str]:
+    """The lines of ``data`` (clean text) that hold "denied" or "eacces" in any case, decoded, in order.
+
+    Found on the bytes (one ``lower`` and a ``find`` per word): a flood of output that names no refusal is
+    neither split into lines nor decoded.
+    """
+    low = data.lower()
+    starts: set[int] = set()
+    for word in _DENIAL_WORDS:
+        at = low.find(word)
+        while at != -1:
+            start = low.rfind(b"\n", 0, at) + 1
+            starts.add(start)
+            end = low.find(b"\n", at)
+            at = low.find(word, end) if end != -1 else -1
+    out = []
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        out.append(data[start:end if end != -1 else len(data)].decode("utf-8", "replace"))
+    return out

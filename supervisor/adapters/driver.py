@@ -97,6 +97,13 @@ class Driver:
         return self.watcher.turns_ended
 
     @property
+    def activity(self) -> object:
+        """What changes whenever the session shows something new: its output, a turn begun or ended
+        (the daemon's watch looks again at a session only then, or when something is due by time)."""
+        watcher = self.watcher
+        return (self.session.last_output_at, watcher.state, watcher.turns_ended, watcher.submitted_at)
+
+    @property
     def uptime(self) -> float:
         return self.session.uptime
 
@@ -350,6 +357,7 @@ def launch(
             transcript_dir=settings.transcripts_path / spec.name,
             redact_env=env,
             session_id=session_id,
+            keep=settings.transcript_keep,
         )
     except OSError as exc:  # the transcript files: EROFS, EMFILE, ENOSPC ...
         planned.discard()

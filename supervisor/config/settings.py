@@ -28,6 +28,11 @@ from .fleet import FleetSettings
 from .notify import NotifySection
 from .web import WebSettings
 
+#: Sessions per unit whose transcripts are kept (``transcript_keep``; supervisor.session.retention), and the
+#: least it may be (0 aside): the running session and the one before it, whose trail is read as it ends.
+DEFAULT_KEEP = 100
+MIN_KEEP = 2
+
 
 _FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
 
@@ -67,6 +72,10 @@ class Settings(StatePaths, BaseSettings):
         default=(), description="load only these units (`agentd run-unit UNIT`: one unit, one daemon, one service)")
     event_index: bool = Field(
         default=True, description="the daemon keeps the event index (`agentd recall --events`) up to date on a thread")
+    transcript_keep: int = Field(
+        default=DEFAULT_KEEP, ge=0,
+        description="sessions per unit whose transcripts are kept (the newest; older ones are removed as a "
+                    "session starts); 0: keep every one")
     event_half_life: float = Field(
         default=14.0, gt=0, description="days: in event search a hit this old counts half as much as a new one")
     service_stop_timeout: float | None = Field(
@@ -84,6 +93,14 @@ class Settings(StatePaths, BaseSettings):
                                  description="the other daemons the fleet view shows: the [fleet] section")
     notify: NotifySection | None = Field(default=None, description="a command run with each plan or unit event "
                                                                      "as JSON on stdin: the [notify] section")
+
+    @field_validator("transcript_keep")
+    @classmethod
+    def _keep_enough(cls, value: int) -> int:
+        if 0 < value < MIN_KEEP:
+            raise ValueError(f"keep at least {MIN_KEEP} sessions' transcripts (the running one and the one before "
+                             "it, whose trail is read as it ends), or 0 to keep every one")
+        return value
 
     @field_validator("project_root")
     @classmethod

@@ -3,7 +3,9 @@
 :func:`due` says whether a checkpoint is due from the context figure and the
 session's age; :func:`watch` looks at everything a tick sees about a running
 session (context, age, silence, runtime, a failure, queued text) and returns
-the one :class:`Action` to take now, or None.  No processes, no clock of
+the one :class:`Action` to take now, or None; :func:`next_due` says how soon
+one of its time-based rules could act if nothing else changes (so a tick may
+skip a session with no new output until then).  No processes, no clock of
 their own: the caller passes ``now``, so tests replay situations directly.
 
 The protocol itself (wait for the turn end, prompt, verify, respawn) is
@@ -252,3 +254,34 @@ def watch(spec: UnitSpec, seen: Seen) -> Action | None:
         return frozen(spec, Freeze.IDLE_AFTER_COMPACTION,
                       f"idle for {seen.idle_after_compaction:.0f}s at the turn end after its own compaction")
     return None
+
+
+def next_due(spec: UnitSpec, seen: Seen) -> float | None:
+    """Seconds until a rule of :func:`watch` may act on ``seen`` by time alone, or None when none can.
+
+    What :func:`watch` decides changes in two ways: with what the session shows (output, a turn, a
+    queued message: the caller looks again then) and with time, for a session that shows nothing new:
+    ``max_runtime``, the freezes measured in seconds (a stopped process, a blocking screen, a context
+    above the hard limit, idle after its own compaction: each ``[freeze] after``), a checkpoint by
+    session age (``max_session_age``, ``restart_every``) and a stall.  This is the soonest of those,
+    counted from the moment ``seen`` describes (0: one may act now).  Queued text (``may_type``) is due
+    at once.
+    """
+    sched, after = spec.schedule, spec.freeze.after
+    waits: list[float] = []
+    if seen.may_type:
+        waits.append(0.0)
+    if sched.max_runtime and seen.run_age is not None:
+        waits.append(sched.max_runtime - seen.run_age)
+    for since in (seen.stopped_for, seen.above_hard_limit_for, seen.idle_after_compaction,
+                  seen.blocked_for if seen.blocked is not None else None):
+        if since is not None:
+            waits.append(after - since)
+    if spec.checkpoint.enabled:
+        ctx = spec.context
+        for limit in (ctx.max_session_age, ctx.restart_every or sched.restart_every):
+            if limit is not None:
+                waits.append(limit - seen.session_age)
+    if sched.stall_after:
+        waits.append(sched.stall_after - seen.silent_for)
+    return max(0.0, min(waits)) if waits else None

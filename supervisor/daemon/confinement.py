@@ -64,6 +64,7 @@ class Confinement:
         self.spawn = spawn
         self.clock = clock
         self._refreshing = False
+        self._printed: dict[str, int] = {}  # session id -> its transcript's bytes when its refusals were last read
 
     @classmethod
     def discover(cls, settings: Settings, spawn: Callable[[Coroutine[Any, Any, Any]], Any],
@@ -93,6 +94,8 @@ class Confinement:
             self.spawn(self._refresh())
 
     def _reap_orphans(self) -> None:
+        if not _exited_child():
+            return  # no child has exited: nothing to look for in /proc (each second, with 50 agents)
         try:
             reaped = self.containment.reap_orphans()
         except OSError as exc:  # /proc unreadable (out of descriptors): the next SIGCHLD or tick reaps them
@@ -109,9 +112,22 @@ class Confinement:
             self._refreshing = False
 
     async def tick(self, units: Iterable[UnitSupervisor], guard: Refusals) -> None:
-        """Each second: reap adopted orphans; hand each fenced session's new refusals to the guard."""
+        """Each second: reap adopted orphans; hand each fenced session's new refusals to the guard.
+
+        Only a session that printed since its refusals were last read is read again (a refusal is a line
+        of its output, or comes with one): 50 idle agents cost no thread hop and no file read per second.
+        """
         self._reap_orphans()
-        fenced = [(u.name, u.driver) for u in units if u.driver is not None and u.driver.fenced]
+        printed: dict[str, int] = {}
+        fenced = []
+        for u in units:
+            driver = u.driver
+            if driver is None or not driver.fenced:
+                continue
+            size = printed[driver.session_id] = driver.transcript_bytes
+            if size != self._printed.get(driver.session_id):
+                fenced.append((u.name, driver))
+        self._printed = printed  # ended sessions are forgotten
         if not fenced:
             return
         found = await asyncio.to_thread(lambda: [(name, driver.refusals()) for name, driver in fenced])
@@ -155,3 +171,11 @@ class Confinement:
         have = availability()
         return {"containment": {"mode": self.mode.value, "detail": self.containment.detail},
                 "landlock": f"ABI {have.abi}" if have.available else f"unavailable: {have.reason}"}
+
+
+def _exited_child() -> bool:
+    """Whether a child of this process has exited and waits to be reaped (peeked at, not reaped: ``WNOWAIT``)."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # no child at all
+        return False

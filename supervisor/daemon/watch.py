@@ -23,6 +23,16 @@ after the wakeup: each cycle would only start another) and **notes that cannot b
 written** (the checkpoint kept the session).  Threshold cycles are then held back
 for :func:`~supervisor.continuity.policy.hold` seconds, doubled each time it happens
 again in a row, and status says what to change.
+
+**A quiet session is not looked at every second.**  A running session whose
+:attr:`~supervisor.adapters.driver.Driver.activity` (its output, its turns) has not changed
+since the last look is looked at again only when something may be due by time alone: a rule
+of the policy (:func:`~supervisor.continuity.policy.next_due`), the turn watcher's own quiet
+spell (``due()``), the end of a backoff, a usage-limit scan still owed, and at the latest
+:data:`LOOK_EVERY` seconds after the last look (what no output shows: a SIGSTOPped process, an
+agent's own files).  A unit that is busy, delivering, failed or has text queued is looked at
+every second, as is a session whose turn watcher cannot say when it may see a turn end.  Fifty
+idle agents then cost a comparison each per second instead of a look each.
 """
 
 from __future__ import annotations
@@ -32,10 +42,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from ..adapters.base import Turn, TurnWatcher
 from ..continuity.policy import (Checkpoint, EndSession, Freeze, Frozen, Seen, StopUnit, Trigger, TypeQueued, hold,
-                                 overdue, watch)
+                                 next_due, overdue, watch)
 from ..continuity.records import CycleRecord
-from ..schedule import UsageScanner
+from ..schedule import USAGE_SCAN_EVERY, UsageScanner
 from .lifecycle import UnitState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
 log = structlog.get_logger("agentd")
+
+#: The longest a running session with nothing new goes without a look (seconds).
+LOOK_EVERY = 10.0
 
 
 class Watched(Protocol):
@@ -89,6 +103,8 @@ class SessionWatch:
         self.unwritable = 0  # checkpoints in a row whose notes could not be written
         self.held_until: float | None = None  # threshold cycles are held back until then (clock)
         self._storm_session: str | None = None  # the session whose storm was named
+        self._activity: object = None  # the driver's activity at the last look (None: look at the next tick)
+        self._next_look = 0.0  # clock time by which the session is looked at again, nothing new or not
 
     def run_began(self, now: float) -> None:
         self.run_started_at = now
@@ -105,6 +121,7 @@ class SessionWatch:
             self.frozen = None
             self._blocked = self._above_since = self._stopped_since = None
             self.held_until = None
+            self._activity = None
 
     def tick(self) -> None:
         unit = self.unit
@@ -119,15 +136,30 @@ class SessionWatch:
             return
         self._checkpoint_since = None
         if unit.state is not UnitState.RUNNING or driver is None:
+            self._activity = None
             return
+        activity = driver.activity
+        if activity is not None and activity == self._activity and now < self._next_look:
+            return  # nothing new, nothing due
+        seen = self._look(driver, now)
+        if activity is None or seen is None or unit.talk.sends:
+            self._activity = None  # look again at the next tick
+            return
+        self._activity = activity
+        self._next_look = self._look_again(driver, seen, now)
+
+    def _look(self, driver: Driver, now: float) -> Seen | None:
+        """Look at the running session and do what the policy says; what was seen (None: the unit is
+        occupied, failed or hit its usage limit, and is looked at again at the next tick)."""
+        unit = self.unit
         unit.context = driver.context()
         driver.watcher.tick()
         if unit.busy or unit.delivering or unit.failure is not None:
-            return
+            return None
         limit = self.usage.scan(driver.transcript_bytes, driver.tail, now)
         if limit is not None:
             unit.limit_hit(limit)
-            return
+            return None
         seen = Seen(unit.context, driver.uptime, driver.silent_for,
                     now - self.run_started_at if self.run_started_at is not None else None,
                     driver.failure(), bool(unit.talk.sends) and unit.talk.may_type(),
@@ -154,6 +186,27 @@ class SessionWatch:
             self._back_off(action, driver.session_id, self.storms, now)
         elif isinstance(action, Frozen):
             self._freeze(action, driver.session_id)
+        return None if action is not None else seen
+
+    def _look_again(self, driver: Driver, seen: Seen, now: float) -> float:
+        """When to look at a session that shows nothing new (see the module): the soonest of the policy's
+        time-based rules, the turn watcher's quiet spell, a backoff's end, a usage-limit scan owed."""
+        times = [now + LOOK_EVERY]
+        scan = USAGE_SCAN_EVERY - driver.silent_for  # output within the usage scan's pause may not be scanned yet
+        if scan > 0:
+            times.append(now + scan)
+        due = next_due(self.unit.spec, seen)
+        if due is not None:
+            times.append(now + due)
+        watcher = driver.watcher
+        if watcher.state is not Turn.IDLE:  # when the watcher may see the turn end with no new output
+            if _cannot_say(watcher):
+                times.append(now)
+            elif (at := watcher.due()) is not None and at > watcher.clock():  # (one past was seen at this look)
+                times.append(now + (at - watcher.clock()))
+        if self.held_until is not None:
+            times.append(self.held_until)
+        return min(times)
 
     def memory_unwritable(self, detail: str) -> None:
         """A checkpoint could not write its notes and kept the session: name it, hold cycles back."""
@@ -230,3 +283,10 @@ class SessionWatch:
         else:
             unit.talk.thaw()
             unit.checkpoint_now(Trigger.FREEZE, interrupt=True)
+
+
+def _cannot_say(watcher: TurnWatcher) -> bool:
+    """A turn watcher that polls (a file, a quiet spell) without saying when a turn end may show (``due()``):
+    its session is looked at every second while a turn runs."""
+    kind = type(watcher)
+    return kind.poll is not TurnWatcher.poll and kind.due is TurnWatcher.due

@@ -39,9 +39,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sources import (EventKind, Links, Reading, Row, Source, SourceKind, UnitReadings, discover, memory_rows,
+from .sources import (EventKind, Links, Reading, Row, Source, SourceKind, UnitReadings, memory_rows, memory_sources,
                       reading_of)
 from . import trails
+from .scan import TranscriptScan
 from .transcripts import Marks, Position, Step, step
 from .search import POOL, EventHit, search
 from .turns import Marker, grams
@@ -109,6 +110,7 @@ class EventIndex:
         self._marks = Marks()
         self._tails: dict[str, float] = {}  # transcript -> when its open tail was last indexed (monotonic)
         self._links = Links()
+        self._scan = TranscriptScan()
         self.live = live
         self._busy = busy_timeout
         if readonly:
@@ -130,6 +132,8 @@ class EventIndex:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # a cache: the last commits may go with a power cut
             _tune(conn)
+            if self.live:  # the daemon's writer searches nothing: its pages stay in SQLite's bounded cache
+                conn.execute("PRAGMA mmap_size=0")  # (mapped, every page a pass touched counted in its RSS)
             self._ensure_schema(conn)
         except BaseException:
             conn.close()
@@ -210,13 +214,19 @@ class EventIndex:
 
     # ------------------------------------------------------------------ writing
     def update(self, budget: int | None = None) -> UpdateResult:
-        """Read what changed in the files; at most about ``budget`` transcript bytes (None: all)."""
-        known = {row[0]: tuple(row[1:]) for row in self.conn.execute("SELECT path, ino, size, mtime_ns FROM sources")}
+        """Read what changed in the files; at most about ``budget`` transcript bytes (None: all).
+
+        The memory files are looked at each time; the transcripts are those :class:`~.scan.TranscriptScan`
+        says may have changed (the open ones; every one in a full pass), so a pass costs no more with
+        thousands of old transcripts on disk.
+        """
+        transcripts = self._scan.transcripts(self.state_dir)
+        full = self._scan.full
         present: set[str] = set()
         added = files = 0
         more = False
-        for source in discover(self.root, self.state_dir):
-            reading = None
+        for source in memory_sources(self.root, self.state_dir) + transcripts:
+            listed, reading = source, None
             if source.kind is SourceKind.TRANSCRIPT:
                 reading = reading_of(self.markers(source.unit or ""))
                 if not reading.full and reading.kind in RECORD_KINDS:  # what the agent did and said: its own record
@@ -224,8 +234,13 @@ class EventIndex:
             if source.path in present:
                 continue  # a record two sessions link (the newest one's is read)
             present.add(source.path)
-            if more or known.get(source.path) == source.signature:
-                continue  # unchanged (a transcript with more to read is stored with size -1)
+            if more:
+                continue
+            if self._signature(source.path) == source.signature:
+                if reading is not None:  # unchanged (a transcript with more to read is stored with size -1)
+                    self._scan.settled(listed)
+                    self._tails.pop(listed.path, None)
+                continue
             if reading is not None:
                 read = self._record if source.kind is SourceKind.RECORD else self._transcript
                 n, changed, spent, more = read(source, budget, reading)
@@ -236,13 +251,40 @@ class EventIndex:
                 n, changed = self._memory(source)
             added += n
             files += changed
-        gone = [p for (p,) in self.conn.execute("SELECT path FROM sources") if p not in present]
-        if gone and not more:
-            with self._write():
-                for path in gone:
-                    self._drop(path, 0, forget=True)
-            files += len(gone)
+        files += self._forget(present, full, more)
         return UpdateResult(added, files, more)
+
+    def _signature(self, path: str) -> tuple[int, int, int] | None:
+        row = self.conn.execute("SELECT ino, size, mtime_ns FROM sources WHERE path = ?", (path,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def _forget(self, present: set[str], full: bool, more: bool) -> int:
+        """Drop the events of files that are gone: after a full pass, every file not seen; else the memory
+        files not seen and the transcripts (and linked records) of sessions that left (pruned); how many."""
+        gone_sessions = self._scan.gone()
+        if more:  # the budget ran out before every file was seen: later
+            self._scan.keep_gone(gone_sessions)
+            return 0
+        if full:
+            paths = [p for (p,) in self.conn.execute("SELECT path FROM sources") if p not in present]
+        else:
+            paths = [p for (p,) in self.conn.execute("SELECT path FROM sources WHERE kind NOT IN (?, ?)",
+                                                      (SourceKind.TRANSCRIPT.value, SourceKind.RECORD.value))
+                     if p not in present]
+            for unit, session in gone_sessions:
+                paths += [p for (p,) in self.conn.execute(
+                    "SELECT path FROM sources WHERE unit = ? AND session = ? AND kind IN (?, ?)",
+                    (unit, session, SourceKind.TRANSCRIPT.value, SourceKind.RECORD.value)) if p not in present]
+        if paths:
+            with self._write():
+                for path in paths:
+                    self._drop(path, 0, forget=True)
+        for path in paths:
+            self._tails.pop(path, None)
+            self._marks.forget(Path(path))
+        for unit, session in gone_sessions:
+            self._links.forget(str(self.state_dir / "transcripts" / unit / (session + ".record")))
+        return len(paths)
 
     def reindex(self) -> UpdateResult:
         """Forget everything and read every file again, in one transaction (searches see the old index meanwhile)."""

@@ -95,7 +95,13 @@ class Row:
 
 
 def discover(root: Path, state_dir: Path) -> list[Source]:
-    """Every source file present now, with its stat: memory files first, then transcripts newest first."""
+    """Every source file present now, with its stat: memory files first, then transcripts newest first
+    (the daemon's passes look only at the transcripts that may have changed: :mod:`.scan`)."""
+    return memory_sources(root, state_dir) + transcript_sources(state_dir)
+
+
+def memory_sources(root: Path, state_dir: Path) -> list[Source]:
+    """The memory files and the history files present now, with their stat."""
     paths = AgentPaths(root)
     found: list[Source] = []
     if paths.dir.is_dir():
@@ -109,8 +115,12 @@ def discover(root: Path, state_dir: Path) -> list[Source]:
     for entry in _entries(state_dir / "history"):
         if entry.name.endswith(".jsonl") and not entry.name.endswith(".sessions.jsonl"):
             found.append(Source(entry.path, SourceKind.HISTORY, unit=entry.name[:-len(".jsonl")]))
-    out = [s for s in (_with_stat(s) for s in found) if s.stat is not None]
-    transcripts = []  # plain strings and scandir's stat here: a pass looks at every transcript
+    return [s for s in (_with_stat(s) for s in found) if s.stat is not None]
+
+
+def transcript_sources(state_dir: Path) -> list[Source]:
+    """Every transcript present now, with its stat, newest first."""
+    transcripts = []  # plain strings and scandir's stat here: a listing looks at every transcript
     for unit_dir in _entries(state_dir / "transcripts"):
         if unit_dir.is_dir():
             entries = _entries(unit_dir.path)
@@ -122,7 +132,7 @@ def discover(root: Path, state_dir: Path) -> list[Source]:
                     with contextlib.suppress(OSError):
                         transcripts.append(Source(entry.path, SourceKind.TRANSCRIPT, unit=unit_dir.name,
                                                   session=session, stat=entry.stat(), link=link))
-    return out + sorted(transcripts, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
+    return sorted(transcripts, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
 
 
 class Links:
@@ -130,6 +140,10 @@ class Links:
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[int, tuple[str, Path] | None]] = {}
+
+    def forget(self, link: str) -> None:
+        """Drop what is kept of a link that is gone (its session's transcript was pruned)."""
+        self._cache.pop(link, None)
 
     def record(self, transcript: Source) -> Source | None:
         """The source to read instead of ``transcript``: the agent's record, when linked and present."""
