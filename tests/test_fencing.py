@@ -112,6 +112,7 @@ def test_refusals_come_from_the_adapters_trail_or_whole_new_transcript_lines(tmp
     with open(text, "a") as f:
         f.write(" denied\nerror: Permission denied: 'docs/a.md'\n")
     assert confined.refusals(session, _Adapter(None)) == [root / "docs/b.md"]  # a.md again: once per session
+    assert confined.refusals(session, _Adapter(None)) == []  # nothing new printed: nothing read, nothing named
     assert confined.refusals(session, _Adapter(["src/x.py", "/etc/motd"])) == [Path("/etc/motd")]
 
 

@@ -260,7 +260,7 @@ class Confined:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size <= self._trail_at:
-                    return ""
+                    return b""
                 f.seek(self._trail_at)
                 data = f.read(min(size - self._trail_at, TRAIL_READ))
         except OSError:
