@@ -27,7 +27,7 @@ _FAST_ENV = {ENV_PREFIX + "CONFIG", *PROJECT_ENV}
 #: shell) are no settings, and the commands an agent runs stay fast.
 SETTINGS_FIELDS = ("project_root", "state_dir", "units_dir", "log_format", "log_level", "stop_timeout",
                    "start_timeout", "status_interval", "only_units", "event_index", "event_half_life",
-                   "service_stop_timeout", "containment", "cgroup_parent", "web", "fleet", "notify")
+                   "service_stop_timeout", "containment", "cgroup_parent", "web", "fleet", "notify", "transcript_keep")
 
 
 def _sets_a_setting(key: str) -> bool:
