@@ -49,6 +49,8 @@ def test_the_restart_button_restarts_the_unit(dashboard: Dashboard, page: Page) 
     page.goto(dashboard.base + "unit/alpha?token=" + dashboard.token)
     expect(page.locator("#state-label")).to_have_text("idle at its prompt", timeout=10_000)
     page.locator('button[data-action="restart"]').click()
+    expect(page.locator("#confirm")).to_contain_text("Restart alpha?")  # it asks first
+    page.locator('#confirm button[data-confirm="restart"]').first.click()
 
     def restarted() -> dict | None:
         row = dashboard.project.unit_status("alpha")
