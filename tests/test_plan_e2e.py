@@ -132,7 +132,9 @@ def test_the_deadline_stops_every_unit_by_it_and_writes_the_report(project: Proj
     began = time.time()
     project.agentd("plan", "start", "night")
     final = ended(project, 120)
-    assert final["ended_at"] <= final["deadline"] and final["deadline"] - began <= 46
+    # the deadline is 45 s after the run started (however long the `plan start` command took under load)
+    assert began <= final["started_at"] and final["deadline"] == final["started_at"] + 45
+    assert final["ended_at"] <= final["deadline"]
     rep = report(project)
     assert "deadline" in rep["end_reason"] and rep["totals"]["done"] == 0
     assert {t["state"] for t in rep["tasks"]} == {"pending"}
