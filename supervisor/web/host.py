@@ -74,6 +74,13 @@ class WebDaemon(Protocol):
     async def status(self, names: list[str] | None, stats: bool = ...) -> dict[str, Any]: ...
 
 
+def dashboard(daemon: Any) -> WebHost:
+    """The dashboard a daemon hosts (handed to :func:`supervisor.daemon.daemonize.run_daemon` by the command line)."""
+    from ..daemon.views import AttachUnits
+
+    return WebHost(daemon, AttachUnits(daemon))
+
+
 class WebError(Exception):
     """The web server could not start (the message says why and what to do)."""
 
