@@ -57,6 +57,3 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 ANY_MARKS: tuple[str, ...] = tuple(dict.fromkeys(m for k in KINDS.values() for m in k.marks))
 
 
-def kind_named(name: str) -> Kind | None:
-    """The kind called ``name``, or None."""
-    return KINDS.get(name)

@@ -24,7 +24,6 @@ from ..memory.gitfiles import blob_hash
 from ..memory.store import AgentPaths
 from ..trail.model import Trail
 from . import figures as fig
-from . import probes as pr
 
 REPORT_DIR = "report"
 
