@@ -321,9 +321,7 @@ class WebHost:
         from ..continuity.records import read_history
 
         for name in list(self.daemon.units):
-            last = None
-            for last in read_history(self.daemon.settings.state_path, name):
-                pass
+            last = next(iter(deque(read_history(self.daemon.settings.state_path, name), maxlen=1)), None)
             if last is not None:
                 self.last_cycles[name] = last
 
