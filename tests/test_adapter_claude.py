@@ -185,7 +185,7 @@ def test_a_smaller_unit_window_wins_over_the_status_lines_and_claudes_compaction
     assert tiny.env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == "100000"  # compacts at 67,000: still above 45,000
     # no unit window (Claude Code's own is used), or a choice of the person's: left alone
     assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in make(tmp_path).launch("W", "s4", {}).env
-    for extra, env, command in (("", {"DISABLE_AUTO_COMPACT": "1"}, None), ("", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "300000"}, None),
+    for _extra, env, command in (("", {"DISABLE_AUTO_COMPACT": "1"}, None), ("", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "300000"}, None),
                                 ("", None, ["/opt/claude", "--autocompact", "500k"])):
         unit = make(tmp_path, env=env, command=command, extra="[context]\nwindow = 200000\n")
         assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in unit.launch("W", "s5", {}).env, (env, command)  # the unit's own

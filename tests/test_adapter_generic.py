@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
@@ -23,7 +23,7 @@ from supervisor.adapters.generic import (DEBOUNCE, DEBOUNCE_FACTOR, DEBOUNCE_MIN
 from supervisor.session.screen import Screen
 from supervisor.session.pty import Session
 from supervisor.config.settings import Settings
-from supervisor.config.units import AgentSection, parse_unit
+from supervisor.config.units import UnitLoadError, parse_unit
 from tests.conftest import wait_until_async
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,12 +44,16 @@ def make(tmp_path: Path, agent: str = "", kind: str = "generic", command: list[s
 
 
 def test_every_kind_a_unit_may_name_has_its_adapter(tmp_path: Path) -> None:
-    kinds = get_args(AgentSection.model_fields["kind"].annotation)
+    from supervisor.config.kinds import KINDS
+
+    kinds = list(KINDS)  # the one list (config/kinds.py) that the unit file accepts
     assert set(kinds) == set(ADAPTERS) and "generic" in kinds
     for kind in kinds:
         spec = parse_unit(tmp_path / "u.toml", f'[agent]\nkind = "{kind}"\ncommand = ["/bin/true"]\n')
         adapter = make_adapter(spec, Settings(project_root=tmp_path))
         assert isinstance(adapter, ADAPTERS[kind]) and adapter.kind == kind
+    with pytest.raises(UnitLoadError, match="unknown agent kind 'aider'"):
+        parse_unit(tmp_path / "u.toml", '[agent]\nkind = "aider"\ncommand = ["/bin/true"]\n')
 
 
 def test_a_kind_without_an_adapter_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,9 +27,9 @@ from supervisor.session.containment import (
     Limits,
     Member,
     Mode,
-    discover,
     is_child_subreaper,
 )
+from supervisor.session.subreaper import discover
 from supervisor.session.process import ProcessRecord
 from supervisor.session.pty import Session, SpawnError
 
@@ -186,7 +186,7 @@ def test_a_failed_join_fails_the_spawn_so_nothing_runs_outside(containment, tmp_
 CRASHING_DAEMON = textwrap.dedent("""
     import asyncio, json, os, sys, time
     from pathlib import Path
-    from supervisor.session.containment import discover
+    from supervisor.session.subreaper import discover
     from supervisor.session.pty import Session
     root, mode, script = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     c = discover(root, use_cgroup=mode == "cgroup")
@@ -217,7 +217,7 @@ CRASHING_DAEMON = textwrap.dedent("""
 CLEANUP = textwrap.dedent("""
     import asyncio, json, sys
     from pathlib import Path
-    from supervisor.session.containment import discover
+    from supervisor.session.subreaper import discover
     c = discover(Path(sys.argv[1]), use_cgroup=sys.argv[2] == "cgroup")
     print(json.dumps({"mode": c.mode.value, "removed": asyncio.run(c.cleanup_leftovers())}), flush=True)
 """)
@@ -267,7 +267,8 @@ def test_leftovers_of_a_crashed_daemon_are_ended(tmp_path: Path, mode: str) -> N
 SUBREAPER = textwrap.dedent("""
     import asyncio, json, os, sys, time
     from pathlib import Path
-    from supervisor.session.containment import discover, is_child_subreaper
+    from supervisor.session.containment import is_child_subreaper
+    from supervisor.session.subreaper import discover
     from supervisor.session.process import ProcessRecord
     from supervisor.session.pty import Session
     root = Path(sys.argv[1])

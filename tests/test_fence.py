@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.scope.allowset import AllowSetError, covers, denied_paths, may_match_below, scope_allowset
-from supervisor.session.containment import discover
+from supervisor.session.subreaper import discover
 from supervisor.scope.fencing import unit_fence
 from supervisor.session.fence import Access, Fence, FenceSpec, agent_spec, availability, git_dirs, write_rights
 from supervisor.session.mountview import View, ViewMode, view_mode

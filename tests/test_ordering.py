@@ -61,7 +61,7 @@ def test_units_being_removed_stop_with_the_rest(tmp_path: Path) -> None:
 import asyncio  # noqa: E402
 
 from supervisor.daemon.lifecycle import UnitState  # noqa: E402
-from supervisor.daemon.ordering import Block, blocked_by, ready  # noqa: E402
+from supervisor.daemon.table import Block, blocked_by, ready  # noqa: E402
 from supervisor.daemon.unit import UnitSupervisor  # noqa: E402
 from tests.daemon_fakes import FakeClock, FakeRuntime  # noqa: E402
 

@@ -21,7 +21,7 @@ import pytest
 from supervisor.config.notify import NotifySection
 from supervisor.plan.checks import CheckSetup, run_checks
 from supervisor.plan.notify import Announcer
-from supervisor.session.containment import discover
+from supervisor.session.subreaper import discover
 from supervisor.session.fence import availability
 from tests.conftest import alive, wait_until
 

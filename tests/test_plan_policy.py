@@ -167,6 +167,6 @@ def test_verdicts(tmp_path: Path) -> None:
     park = policy.verdict(spec, state, "d", False, other, NOW)
     assert isinstance(park, policy.Park) and park.kind == "spinning" and state.tasks["d"].attempts == 4
     spec, state = plan(tmp_path / "two")
-    for n, tail in enumerate(["one", "two", "three"], 1):
+    for tail in ["one", "two", "three"]:
         decision = policy.verdict(spec, state, "a", False, [{"command": "x", "exit": 1, "ok": False, "tail": tail}], NOW)
     assert isinstance(decision, policy.Park) and decision.kind == "attempts" and "3 checks failed" in decision.reason

@@ -273,7 +273,7 @@ def test_a_night_of_six_tasks_on_two_units_ends_with_four_commits_one_parked_one
     assert [e["event"] for e in n.events][-1] == "plan_ended"
     assert n.events[-1]["tasks"] == {"done": 4, "parked": 1, "blocked": 1} and n.events[-1]["commits"] == 4
     # every check ran on the tip it was committed on
-    for commit, parent, tree in n.work.commits:
+    for _commit, parent, tree in n.work.commits:
         assert tree.startswith(parent + "+")
     assert PlanStore(tmp_path / "state", "night").load().as_dict() == n.state.as_dict()  # durable, whole
 

@@ -15,7 +15,7 @@ from supervisor.continuity import cycle, stopped
 from supervisor.continuity.keeper import Moment, UnitKeeper
 from supervisor.continuity.wakeup import build_wakeup
 from supervisor.memory.decisions import record_decision
-from supervisor.report import gather
+from supervisor.continuity import recallprobe
 from supervisor.report import probes as pr
 from supervisor.trail.model import Action, Kind, Trail
 from tests.conftest import CONSTRAINT, Project, TASK, git
@@ -88,7 +88,7 @@ def test_a_normal_wakeup_recalls_every_probe(project: Project) -> None:
     root, keeper = kept_project(project)
     text = build_wakeup(root, "core", ["src/**"], unit="u").text
     got = keeper.recall(text)
-    names = [p.name for p in gather.project_probes(root, "core", stopped.load(root, "u"))]
+    names = [p.name for p in recallprobe.project_probes(root, "core", stopped.load(root, "u"))]
     assert names == ["task", "decision (core)", "decision (global)", "file in flight: src/parser.py", "last command",
                      "WIP commit", "constraint 1"]
     assert got == {"recall": 1.0, "found": 7, "probes": 7, "missing": [], "checked": names}
@@ -112,7 +112,7 @@ def test_recall_is_below_one_when_the_real_last_command_is_missing_though_agentd
         Action(Kind.COMMAND, "screen", command="agentd note: ok"), Action(Kind.COMMAND, "screen", command="agentd task-state: ok")])
     keeper = UnitKeeper(root, "g", "core", ["src/**"])
     keeper.keep(Moment.CHECKPOINT, "s2", lambda: trail)
-    probes = gather.project_probes(root, "core", stopped.load(root, "g"))
+    probes = recallprobe.project_probes(root, "core", stopped.load(root, "g"))
     assert [p.needles for p in probes if p.name == "last command"] == [("`python3 tests/check.py` → exit 2",)]
     text = build_wakeup(root, "core", ["src/**"], unit="g").text
     assert "`python3 tests/check.py` → exit 2" in text and "agentd task-state" not in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 TARGETS: dict[str, list[str]] = {
     "supervisor.daemon.lifecycle": ["tests/test_lifecycle.py"],
+    "supervisor.unitstate": ["tests/test_lifecycle.py"],
     "supervisor.continuity.policy": ["tests/test_checkpoint_policy.py", "tests/test_policy_watch.py",
                                      "tests/test_freeze.py", "-k", "not in_a_real_session"],
     "supervisor.daemon.ordering": ["tests/test_ordering.py"],

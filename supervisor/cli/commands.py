@@ -45,9 +45,10 @@ def start(app: AppContext, units: tuple[str, ...], foreground: bool, detached: b
     if foreground:
         from ..daemon.daemonize import run_daemon
         from ..daemon.pidfile import AlreadyRunning
+        from ..web.host import dashboard
 
         try:
-            code = run_daemon(settings, console=not detached)
+            code = run_daemon(settings, console=not detached, dashboard=dashboard)
         except AlreadyRunning as exc:
             raise click.ClickException(str(exc)) from None
         sys.exit(code)

@@ -175,9 +175,10 @@ def run_unit(app: AppContext, unit: str, foreground: bool) -> None:
     settings = app.settings.model_copy(update={"only_units": (unit,), "state_dir": app.settings.run_unit_state(unit)})
     from ..daemon.daemonize import run_daemon
     from ..daemon.pidfile import AlreadyRunning
+    from ..web.host import dashboard
 
     try:
-        code = run_daemon(settings, console=True)
+        code = run_daemon(settings, console=True, dashboard=dashboard)
     except AlreadyRunning as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)

@@ -12,6 +12,7 @@ Exit code: 0 when every host answered, 3 when one did not (this daemon included)
 from __future__ import annotations
 
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,9 +34,7 @@ def local_cards(settings: Settings, host: str, result: dict[str, Any], now: floa
     for row in result.get("units", []):
         spec = specs.get(row["unit"])
         ctx = spec.context if spec is not None else ContextSection()
-        last = None
-        for last in read_history(settings.state_path, row["unit"]):
-            pass
+        last = next(iter(deque(read_history(settings.state_path, row["unit"]), maxlen=1)), None)  # the newest
         facts = UnitFacts(
             checkpoint_at=ctx.checkpoint_at, hard_limit=ctx.hard_limit,
             stall_after=spec.schedule.stall_after if spec is not None else None,

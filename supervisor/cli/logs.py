@@ -343,7 +343,7 @@ def logs(app: AppContext, unit: str | None, lines: int, follow: bool, raw: bool,
         while True:
             current = path
 
-            def superseded() -> bool:
+            def superseded(current: Path = current) -> bool:
                 return newest_transcript(directory, ".txt") not in (current, None)
 
             for chunk in follow_clean(current, should_stop=superseded, lines=lines):

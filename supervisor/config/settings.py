@@ -34,7 +34,7 @@ DEFAULT_KEEP = 100
 MIN_KEEP = 2
 
 
-_FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})
+_FILE_DATA: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentd_settings_file", default={})  # noqa: B039 - never mutated: set() replaces it
 
 
 class _FileSource(PydanticBaseSettingsSource):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..adapters.base import ContextFigure
-from ..daemon.lifecycle import UnitState
+from ..unitstate import UnitState
 from .keeper import Keeper, keep, moment_for
 from .policy import After, Trigger
 from .records import CycleRecord

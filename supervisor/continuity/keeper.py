@@ -180,7 +180,7 @@ class UnitKeeper:
 
     def recall(self, delivered: str | None) -> dict[str, Any]:
         """Probe recall of the session just started from ``delivered`` (issue 16; blocking)."""
-        from ..report.gather import recall
+        from .recallprobe import recall
 
         return recall(self.root, self.unit, self.module, delivered).as_dict()
 

@@ -89,7 +89,7 @@ def _task_section(paths: AgentPaths, module: str | None, warnings: list[str]) ->
     return section, text
 
 
-def _constraints_section(paths: AgentPaths, warnings: list[str]) -> Section:
+def constraints_section(paths: AgentPaths, warnings: list[str]) -> Section:
     text = read_text(paths.constraints)
     if not paths.constraints.exists():
         warnings.append(f"{paths.rel(paths.constraints)} is missing: hard constraints cannot be shown")

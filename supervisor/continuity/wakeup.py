@@ -62,8 +62,8 @@ from ..session.redact import redact_text
 from ..tokens import estimate_tokens
 from . import stopped as stopped_state
 from .briefing import Section, cut_text, fit, item_cap, render
-from .sections import (  # noqa: F401 - _constraints_section and _entry_line are read by the report and tests
-    _constraints_section,
+from .sections import (  # noqa: F401 - _entry_line is read by the tests
+    constraints_section,
     _decision_ref,
     _decisions_section,
     _entry_line,
@@ -296,7 +296,7 @@ def build_wakeup(
     full_args += [a for p in scope for a in ("--scope", p)]
 
     task_sec, task_text = _task_section(paths, module, warnings)
-    constraints = _constraints_section(paths, warnings)
+    constraints = constraints_section(paths, warnings)
     stop_sec = stopped_state.section(stopped_state.load(paths.root, unit, module))
     dec_sec, latest = _decisions_section(paths, module, decision_count, warnings, unit)
     snap_sec = _snapshot_section(paths, module, latest, scope)

@@ -53,13 +53,12 @@ from ..control.framing import ControlError
 from ..control.server import ControlServer
 from ..schedule import UnitScheduler
 from ..scope.guard import ScopeGuard
-from ..web.host import WebHost
 from .bus import ChangeBus
 from .commands import StatsSampler, command_table
 from .confinement import Confinement
 from .events import Event, FileChanged, Quit, Signal, TimerFired
 from .inbox import Inbox
-from .views import AttachUnits, ScopeUnits
+from .views import AttachUnits, Dashboard, NoDashboard, ScopeUnits
 from .leftovers import AgentsFile, end_contained, end_leftovers
 from .lifecycle import RestartTracker, UnitState
 from .table import UnitTable
@@ -73,7 +72,8 @@ log = structlog.get_logger("agentd")
 class Arbiter:
     """The daemon.  ``run()`` returns the process exit code."""
 
-    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
+                 dashboard: Callable[[Any], Dashboard] | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.root = settings.project_root
@@ -98,7 +98,7 @@ class Arbiter:
         self.exit_code = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bus = ChangeBus()  # units' changes, for the dashboard's streams
-        self.web = WebHost(self, AttachUnits(self))
+        self.web: Dashboard = dashboard(self) if dashboard is not None else NoDashboard()  # handed in by the CLI
         self.plans = PlanService(self)  # plans: the overnight runs (supervisor/plan/)
 
     # ------------------------------------------------------------------ the loop

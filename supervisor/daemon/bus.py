@@ -66,6 +66,3 @@ class ChangeBus:
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
 
-    @property
-    def subscribers(self) -> int:
-        return len(self._subs)

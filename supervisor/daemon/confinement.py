@@ -2,7 +2,7 @@
 
 :meth:`Confinement.discover` runs in the daemon process before any unit
 starts (the subreaper mode changes the calling process):
-:func:`supervisor.session.containment.discover` picks ``cgroup`` (a cgroup v2
+:func:`supervisor.session.subreaper.discover` picks ``cgroup`` (a cgroup v2
 group per session) or ``subreaper``.  Each session then joins it in
 :func:`supervisor.adapters.driver.launch`, and :meth:`Driver.end
 <supervisor.adapters.driver.Driver.end>` ends it through it.  The arbiter
@@ -39,7 +39,8 @@ import structlog
 
 from ..control.access import Caller
 from ..session import lineage
-from ..session.containment import CgroupContainment, Containment, Mode, discover
+from ..session.containment import CgroupContainment, Containment, Mode
+from ..session.subreaper import discover
 from ..session.fence import availability
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,8 +113,9 @@ def wait_stopped(settings: Settings, timeout: float, daemon: ProcessRecord | Non
     return True
 
 
-def run_daemon(settings: Settings, console: bool = False) -> int:
-    """Run the daemon in this process until it is told to stop."""
+def run_daemon(settings: Settings, console: bool = False, dashboard: Callable[[Any], Any] | None = None) -> int:
+    """Run the daemon in this process until it is told to stop; ``dashboard`` builds the dashboard it hosts
+    from the daemon (:class:`~.views.Dashboard`; the command line passes :func:`supervisor.web.host.dashboard`)."""
     from . import eventlog
     from .arbiter import Arbiter
     from .pidfile import PidFile
@@ -133,7 +135,7 @@ def run_daemon(settings: Settings, console: bool = False) -> int:
     pidfile = PidFile(settings.pidfile)
     pidfile.acquire()  # raises AlreadyRunning
     try:
-        return asyncio.run(_main(Arbiter(settings)))
+        return asyncio.run(_main(Arbiter(settings, dashboard=dashboard)))
     finally:
         pidfile.release()
 

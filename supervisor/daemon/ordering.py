@@ -12,18 +12,15 @@
 
 *Ready* means the unit's start finished and its agent took its wakeup (or died
 trying).  The plans (:func:`start_plan`, :func:`dependents`, :func:`stop_layers`)
-are pure functions of the unit specs; :func:`blocked_by` waits on live units.
+are pure functions of the unit specs (waiting on live units, ``ready`` and
+``blocked_by``, is :mod:`supervisor.daemon.table`'s).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from ..config.units import UnitSpec, start_order
-from .lifecycle import UnitState
-from .unit import ACTIVE, UnitSupervisor
 
 
 def requirements(name: str, specs: Mapping[str, UnitSpec]) -> set[str]:
@@ -71,48 +68,3 @@ def stop_layers(names: Iterable[str], specs: Mapping[str, UnitSpec]) -> list[lis
         layers.append(layer)
         todo -= set(layer)
     return layers
-
-
-async def ready(unit: UnitSupervisor) -> None:
-    """Wait until ``unit`` has finished starting and its agent took its wakeup (or died trying)."""
-    if unit.busy and unit.state is UnitState.STARTING and unit.op is not None:
-        await asyncio.wait({unit.op})
-    if unit.delivering:
-        await unit.talk.delivered()
-        await asyncio.sleep(0)
-        unit.reap()
-
-
-@dataclass(frozen=True)
-class Block:
-    """Why a unit must not start now; ``waiting``: a requirement is still coming up (backoff, a
-    usage-limit wait), so the unit starts once it runs."""
-
-    reason: str
-    waiting: bool = False
-
-
-#: A requirement in these states is coming up again: its dependents wait for it.
-COMING_UP = frozenset({UnitState.BACKOFF, UnitState.WAITING})
-
-
-async def blocked_by(unit: UnitSupervisor, units: Mapping[str, UnitSupervisor], outside: bool = False) -> Block | None:
-    """Wait for what ``unit`` is ordered after; why it must not start now, or None.
-
-    ``outside``: requirements that are not loaded are managed elsewhere (``run-unit``
-    under systemd, which orders the services itself), so they do not block.
-    """
-    spec = unit.spec
-    for dep in sorted(set(spec.unit.after) | set(spec.unit.requires)):
-        other = units.get(dep)
-        if other is None:
-            if dep in spec.unit.requires and not outside:
-                return Block(f"requires unit {dep!r}, which does not exist")
-            continue
-        await ready(other)
-        if dep in spec.unit.requires and other.state not in ACTIVE:
-            detail = f": {other.reason}" if other.reason else ""
-            if other.state in COMING_UP:
-                return Block(f"waiting: requires {dep!r}, which is {other.state.value}{detail}", waiting=True)
-            return Block(f"not started: requires {dep!r}, which is {other.state.value}{detail}")
-    return None

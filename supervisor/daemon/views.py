@@ -4,20 +4,48 @@
   (:mod:`supervisor.control.attach`);
 * :class:`ScopeUnits` is the scope guard's ``Units`` (:mod:`supervisor.scope.guard`).
 
-Neither part ever holds the Arbiter.
+Neither part ever holds the Arbiter.  The other way round, :class:`Dashboard`
+is what the daemon needs of the dashboard it hosts: the command line hands
+one in (:func:`supervisor.web.host.dashboard`), so the daemon never imports
+the web layer above it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..scope.guard import candidate, confined_permits
 from ..scope.rules import Candidate
 from .commands import Daemon, unit_of
 from .lifecycle import UnitState
 from .unit import UnitSupervisor
+
+
+class Dashboard(Protocol):
+    """The dashboard the daemon hosts: opened with the command table, moved or stopped by `agentd web`."""
+
+    async def open(self, commands: Mapping[str, Any]) -> None: ...
+
+    async def serve(self, stop: bool = False, port: int | None = None, exact: bool = False) -> dict[str, Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class NoDashboard:
+    """A daemon run without a dashboard (``run_daemon(dashboard=None)``): `agentd web` says so."""
+
+    async def open(self, commands: Mapping[str, Any]) -> None:
+        return None
+
+    async def serve(self, stop: bool = False, port: int | None = None, exact: bool = False) -> dict[str, Any]:
+        from ..control.framing import ControlError
+
+        raise ControlError("this daemon runs without a dashboard (it was started with none)")
+
+    async def close(self) -> None:
+        return None
 
 
 class AttachUnits:

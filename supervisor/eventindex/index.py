@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.kinds import KINDS
 from .sources import (EventKind, Links, Reading, Row, Source, SourceKind, UnitReadings, memory_rows, memory_sources,
                       reading_of)
 from . import trails
@@ -53,8 +54,6 @@ DEFAULT_HALF_LIFE_DAYS = 14.0
 TAIL_REFRESH = 60.0
 #: ... and as soon as its transcript has not changed for this long.
 TAIL_QUIET = 10.0
-#: Agent kinds whose own record (linked beside the transcript) is indexed instead of their screen.
-RECORD_KINDS = ("codex", "claude")
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sources(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, unit TEXT,
@@ -229,7 +228,7 @@ class EventIndex:
             listed, reading = source, None
             if source.kind is SourceKind.TRANSCRIPT:
                 reading = reading_of(self.markers(source.unit or ""))
-                if not reading.full and reading.kind in RECORD_KINDS:  # what the agent did and said: its own record
+                if not reading.full and reading.kind in KINDS and KINDS[reading.kind].has_record:  # what the agent did and said: its own record
                     source = self._links.record(source) or source
             if source.path in present:
                 continue  # a record two sessions link (the newest one's is read)

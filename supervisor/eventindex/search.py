@@ -189,7 +189,7 @@ def search(conn: sqlite3.Connection, words: Sequence[str], *, limit: int, half_l
     else:
         weights = [idf(total, _df(conn, _ids(conn, *w.candidates(), pool), total, pool)) for w in parsed]
     tfs, terms, targs = [], [], []
-    for n, (w, weight) in enumerate(zip(parsed, weights)):
+    for n, (_, weight) in enumerate(zip(parsed, weights)):
         # occurrences (non-overlapping) of the word in the lower-cased text; at least one: it matched
         tfs.append(f"max(1, (length(t.body) - length(replace(lower(t.body), ?, ''))) / ?) AS tf{n}")
         terms.append(f"? * tf{n} * {K1 + 1} / (tf{n} + {K1} * ({1 - B} + {B} * dl / ?))")

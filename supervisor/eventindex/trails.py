@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.kinds import KINDS
 from ..trail import claude as claude_trail
 from ..trail import codex as codex_trail
 from ..trail.common import norm_path, patch_files
@@ -54,7 +55,6 @@ PAIR_BYTES = 256 * 1024
 READ_MIN = 2 * PAIR_BYTES
 #: A record line longer than this is skipped (read past, not parsed).
 LINE_MAX = 32 << 20
-_WANTED = {"codex": (b'"response_item"',), "claude": (b'"user"', b'"assistant"')}
 
 
 def head_tail(text: str, chars: int) -> str:
@@ -240,7 +240,7 @@ def step(path: Path, kind: str, was: Position, limit: int | None, *, root: str,
     region_end = pos + len(data) + skipped
     at_end = reached or region_end >= st.st_size
     reader = _Reader(kind, root, redact)
-    wanted = _WANTED.get(kind, ())
+    wanted = KINDS[kind].record_lines if kind in KINDS else ()  # config/kinds.py
     offset, line = pos, number
     for raw in data.split(b"\n")[:-1]:
         if any(w in raw for w in wanted):

@@ -42,11 +42,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..config.kinds import ANY_MARKS, KINDS
+
 #: The longest part of a turn that is one event (characters).
 MAX_CHARS = 4000
-#: Prompt marks of the kinds whose TUI agentd knows (a line starting with one, after blanks).
-KIND_MARKS = {"codex": ("›",), "claude": ("❯",)}
-DEFAULT_MARKS = ("›", "❯")
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -91,7 +90,8 @@ def marker_for(kind: str, prompt: str | None) -> Marker:
         if pattern.endswith("$") and not _escaped_end(pattern):
             pattern = pattern[:-1]
         return Marker((re.compile(pattern),), line_start=anchored)
-    marks = KIND_MARKS.get(kind, DEFAULT_MARKS)
+    known = KINDS.get(kind)
+    marks = known.marks if known is not None and known.marks else ANY_MARKS  # config/kinds.py
     return Marker(tuple(re.compile(re.escape(m)) for m in marks), line_start=True, blanks=True)
 
 

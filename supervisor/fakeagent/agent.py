@@ -269,24 +269,6 @@ COMMANDS = {
 }
 
 
-def read_lines(fd: int = 0):  # type: ignore[no-untyped-def]
-    """Yield input lines from ``fd`` with raw ``os.read`` (EOF or EIO ends it)."""
-    pending = b""
-    while True:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:  # EIO: the terminal hung up
-            data = b""
-        if not data:
-            if pending:
-                yield pending.decode(errors="replace")
-            return
-        pending += data
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode(errors="replace")
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m supervisor.fakeagent",
                                 description="Scripted fake coding agent (a test double).")

@@ -30,7 +30,6 @@ from .lineformat import Decision, LineError
 from .ids import snapshot_id_for, ulid
 from .store import (
     AgentPaths,
-    StoreError,
     append_line,
     atomic_write,
     format_time,
@@ -390,7 +389,3 @@ def scan_bad_lines(paths: AgentPaths) -> list[BadLine]:
     return [item for m in log_modules(paths) for item in iter_all(paths, m) if isinstance(item, BadLine)]
 
 
-def check_module_exists(paths: AgentPaths, module: str | None) -> None:
-    """Raise when ``module`` has no log at all (helps catch typos in --module)."""
-    if module is not None and not files_of(paths, module):
-        raise StoreError(f"no decision log for module {module!r} in {paths.rel(paths.dir)}")

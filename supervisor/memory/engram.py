@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .clock import Clock, moment, system_clock
 from .store import AgentPaths, append_line, format_time, read_text, require_store, store_lock, validate_module
-from .tail import all_lines, tail_lines
+from .tail import tail_lines
 
 KINDS = ("confirmed", "hypothesis", "auto")
 ENGRAM_HEADER = (
@@ -128,6 +128,3 @@ def rewrite_keeping(paths: AgentPaths, keep: Iterable[Note], archived: list[Note
     atomic_write(paths.engram, ENGRAM_HEADER + "".join(n.render() + "\n" for n in keep))
 
 
-def count_lines(path: Path) -> int:
-    """Number of notes in ``path`` (used by doctor)."""
-    return sum(1 for raw in all_lines(path) if parse_line(raw.text))

@@ -42,7 +42,6 @@ from .store import (
     validate_module,
 )
 
-STATUSES = ("valid", "stale", "invalid")
 _RANK = {"valid": 0, "stale": 1, "invalid": 2}
 _HEAD_RE = re.compile(r"-\s*\[(F-[0-9A-Za-z]+)\]\s*\[(valid|stale|invalid)\]\s*(.*)")
 _SOURCE_RE = re.compile(r"(?P<path>[^:]+):(?P<start>\d+)(?:-(?P<end>\d+))?")

@@ -19,26 +19,25 @@ The ``.agent/`` store itself is never part of a scope.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
+from .gitpaths import (  # noqa: F401 - re-exported: the memory modules read them as gitfiles'
+    STATE_DIR,
+    RepoError,
+    blob_hash,
+    glob_regex,
+    matches,
+)
 from .store import AGENT_DIR
 
 WALK_LIMIT = 5000
-#: agentd's own state directory (its default name): transcripts and sockets are never project files.
-STATE_DIR = ".agentd"
 #: The mode of a submodule (a gitlink) in an index or a tree: no blob.
 GITLINK = 0o160000
 SKIP_DIRS = {".git", AGENT_DIR, STATE_DIR, ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
-
-
-class RepoError(RuntimeError):
-    """The repository cannot be used as asked; the message says why and what to do."""
 
 
 @dataclass
@@ -48,46 +47,6 @@ class ScopeFiles:
     files: dict[str, str] = field(default_factory=dict)
     git: bool = False
     note: str = ""
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Regex for a scope glob (see the module docstring for the rules)."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    # a pattern also matches everything below a matching directory
-    return re.compile("".join(out) + "(?:/.*)?")
-
-
-def matches(path: str, patterns: Sequence[str]) -> bool:
-    """True if ``path`` (relative, '/'-separated) is inside one of ``patterns`` (empty: everything)."""
-    if not patterns:
-        return True
-    return any(_compiled(p).fullmatch(path) for p in patterns)
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return glob_regex(pattern)
 
 
 def _repo(root: Path):  # -> gitrepo.Repo | None (libgit2 is imported only when a scope is read)
@@ -141,11 +100,6 @@ def _walk(root: Path, patterns: Sequence[str], limit: int) -> Iterable[str]:
                 found += 1
                 if found >= limit:
                     return
-
-
-def blob_hash(data: bytes) -> str:
-    """The git blob id of ``data``."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def scope_hashes(root: Path, patterns: Sequence[str]) -> ScopeFiles:

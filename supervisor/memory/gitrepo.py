@@ -44,7 +44,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
-from .gitfiles import STATE_DIR, RepoError, matches
+from .gitpaths import STATE_DIR, RepoError, matches
 from .store import AGENT_DIR
 from .worktree import hash_worktree, read_worktree, store_worktree
 

@@ -10,7 +10,7 @@ So the daemon (:func:`isolate`, at its start) sends its git work (WIP saves,
 the scope's files, a revert's source, the leftovers' cleanup) to one helper,
 ``python -m supervisor.memory.gitworker``: one request at a time, each given at
 most :data:`GIT_TIMEOUT`.  A request that does not answer in time kills the
-helper and fails with the reason (:class:`~.gitfiles.RepoError`);
+helper and fails with the reason (:class:`~.gitpaths.RepoError`);
 the next request starts a fresh helper.  The helper dies with the daemon (its
 stdin closes; ``PR_SET_PDEATHSIG`` as well).  Commands run by hand or by an
 agent call libgit2 in their own process, which a person can interrupt.
@@ -104,7 +104,7 @@ class GitWorker:
 
     def call(self, fn: Callable[..., T], args: tuple[Any, ...], what: str, timeout: float) -> T:
         """``fn(*args)`` in the helper; its result, or its exception raised here."""
-        from .gitfiles import RepoError
+        from .gitpaths import RepoError
 
         target = f"{fn.__module__}:{fn.__qualname__}"
         with self._lock:
@@ -175,7 +175,7 @@ def main(argv: list[str]) -> int:
         _die_with(int(argv[0]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the daemon's terminal is the daemon's
     fd_in, out = sys.stdin.buffer.fileno(), sys.stdout.buffer
-    importlib.import_module("supervisor.memory.gitrepo")  # libgit2 loaded before the first request's clock runs
+    importlib.import_module("pygit2")  # libgit2 loaded before the first request's clock runs
     _send(out, "ready")
     while True:
         try:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .gitfiles import RepoError, blob_hash
+from .gitpaths import RepoError, blob_hash
 
 #: Files larger than this are streamed into the object database instead of read whole.
 STREAM_OVER = 8 * 1024 * 1024

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -24,7 +24,6 @@ from ..memory.gitfiles import blob_hash
 from ..memory.store import AgentPaths
 from ..trail.model import Trail
 from . import figures as fig
-from . import probes as pr
 
 REPORT_DIR = "report"
 
@@ -121,37 +120,3 @@ def settled_decisions(root: Path, module: str | None) -> list[fig.Settled]:
         if files:
             out.append(fig.Settled(str(data.get("decision") or "?"), files))
     return out
-
-
-def project_probes(root: Path, module: str, stopped: Any) -> list[pr.Probe]:
-    """The probes of a respawn of a unit of ``module`` (``stopped``: where the old session stopped)."""
-    from ..continuity.stopped import command_item
-    from ..continuity.wakeup import _constraints_section
-    from ..memory import decisions
-    from ..memory.task import read_task
-
-    paths = AgentPaths(Path(root))
-    mod = None if module in (None, "", "global") else module
-    own = read_task(paths, mod) if mod is not None and paths.task(mod).exists() else None
-    task = own if own is not None and not own.empty else read_task(paths, None)
-    first = next((ln for ln in task.body.splitlines() if ln.strip()), None) if not task.empty else None
-    latest_mod = decisions.latest(paths, mod, 1)[0] if mod is not None else []
-    latest_glob = decisions.latest(paths, None, 1)[0]
-    trail = getattr(stopped, "trail", None)
-    in_flight = list(trail.files_changed()) if trail is not None else []
-    in_flight += [u.split(" ", 1)[-1].split(" -> ")[-1] for u in getattr(stopped, "uncommitted", None) or []
-                  if not u.startswith("... ")]
-    commands = trail.commands() if trail is not None else []  # the agent's own: agentd's are left out
-    wip = (getattr(stopped, "wip", None) or {}).get("commit")
-    return pr.build(task=first, module=mod, module_decision=latest_mod[-1].decision.decision if latest_mod else None,
-                    global_decision=latest_glob[-1].decision.decision if latest_glob else None, in_flight=in_flight,
-                    last_command=command_item(commands[-1]) if commands else None, wip=wip,
-                    constraints=_constraints_section(paths, []).items)
-
-
-def recall(root: Path, unit: str, module: str, delivered: str | None) -> pr.Recall:
-    """Probe recall of the session just started from ``delivered`` (blocking)."""
-    from ..continuity import stopped as stopped_store
-
-    stopped = stopped_store.load(Path(root), unit)
-    return pr.check(project_probes(root, module, stopped), delivered)

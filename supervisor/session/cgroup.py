@@ -232,7 +232,7 @@ class Group:
 
     def subgroups(self) -> Iterator[Path]:
         """This group and every group below it, deepest first."""
-        for dirpath, dirnames, _ in os.walk(self.path, topdown=False):
+        for dirpath, _dirnames, _ in os.walk(self.path, topdown=False):
             yield Path(dirpath)
 
     def pids(self) -> list[int]:

@@ -3,7 +3,7 @@
 * :class:`ProcessRecord` names a process across pid reuse (pid + start time);
   the pidfile holds the daemon's, ``agents.json`` one per agent process.
 * :class:`ExitInfo` is how a process ended (an exit code or a signal).
-* :func:`children_map`, :func:`live_tree`: a process tree recorded by pid and
+* :func:`live_tree`: a process tree recorded by pid and
   start time, so descendants reparented after their leader died are found.
 * :func:`end_processes` is the single "end these processes" mechanism:
   SIGTERM (and SIGCONT, so a stopped process sees it) to the group and every
@@ -91,18 +91,6 @@ def record_of(proc: psutil.Process) -> ProcessRecord | None:
 
 def live_tree(records: Iterable[ProcessRecord]) -> list[psutil.Process]:
     return [p for p in (r.alive() for r in records) if p is not None]
-
-
-def children_map() -> dict[int, list[int]]:
-    """ppid -> child pids for every process, in one pass over /proc."""
-    import psutil
-
-    result: dict[int, list[int]] = {}
-    for proc in psutil.process_iter(["ppid"]):
-        ppid = proc.info.get("ppid")
-        if ppid is not None:
-            result.setdefault(ppid, []).append(proc.pid)
-    return result
 
 
 def descendants(root: psutil.Process, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:

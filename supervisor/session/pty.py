@@ -30,8 +30,7 @@ import pexpect
 import psutil
 import ptyprocess
 
-from .process import (ExitInfo, ProcessRecord, descendants, is_stopped, kill_group, live_tree, record_of,
-                      signal_processes)
+from .process import (ExitInfo, ProcessRecord, is_stopped, kill_group, live_tree, signal_processes)
 from .parking import parking_of
 from .reader import PtyReader
 from .retention import prune
@@ -257,24 +256,6 @@ class Session(PtyReader):
             self.transcript.resize(cols)
 
     # -- process tree -----------------------------------------------------------
-    def refresh_tree(self, children_of: Mapping[int, list[int]] | None = None) -> list[psutil.Process]:
-        """Record the agent's current descendants (by pid and start time); return the live tree.
-
-        Members recorded earlier stay recorded while they live, even once
-        reparented away from the leader (a setsid grandchild).
-        """
-        leader = self.tree.get(self.pid)
-        root = leader.alive() if leader else None
-        if root is not None:
-            for proc in descendants(root, children_of):
-                rec = record_of(proc)
-                if rec is not None:
-                    self.tree[rec.pid] = rec
-        live = live_tree(self.tree.values())
-        self.tree = {p.pid: rec for p in live if (rec := record_of(p)) is not None}
-        if self.pid not in self.tree and self.exit is None and self.create_time:
-            self.tree[self.pid] = ProcessRecord(self.pid, self.create_time)
-        return live
 
     def signal_tree(self, sig: int) -> None:
         """Send ``sig`` to the process group and every recorded member of the tree."""

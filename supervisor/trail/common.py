@@ -127,5 +127,3 @@ def output_tail(text: str, limit: int = OUTPUT_CHARS) -> str:
     return out
 
 
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())

@@ -74,6 +74,13 @@ class WebDaemon(Protocol):
     async def status(self, names: list[str] | None, stats: bool = ...) -> dict[str, Any]: ...
 
 
+def dashboard(daemon: Any) -> WebHost:
+    """The dashboard a daemon hosts (handed to :func:`supervisor.daemon.daemonize.run_daemon` by the command line)."""
+    from ..daemon.views import AttachUnits
+
+    return WebHost(daemon, AttachUnits(daemon))
+
+
 class WebError(Exception):
     """The web server could not start (the message says why and what to do)."""
 
@@ -314,9 +321,7 @@ class WebHost:
         from ..continuity.records import read_history
 
         for name in list(self.daemon.units):
-            last = None
-            for last in read_history(self.daemon.settings.state_path, name):
-                pass
+            last = next(iter(deque(read_history(self.daemon.settings.state_path, name), maxlen=1)), None)
             if last is not None:
                 self.last_cycles[name] = last
 

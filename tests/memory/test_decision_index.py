@@ -60,7 +60,7 @@ def test_the_window_follows_every_change_a_store_sees(store: AgentPaths) -> None
     live, glob = store.decisions("core"), store.decisions(None)
     assert same(store, "core") and same(store, None)
     n = 2000
-    for step in range(120):
+    for _step in range(120):
         change = rng.choice(["append", "append", "roll", "repeat", "torn", "finish", "malformed", "edit", "drop",
                              "gap", "state", "global"])
         if change == "append":
