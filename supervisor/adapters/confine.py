@@ -128,7 +128,7 @@ def spawn(session: Session, spec: UnitSpec, containment: Containment, planned: P
         steps.append(join)
     if planned.fence is not None:
         try:
-            fence = Fence.build(planned.fence.spec)
+            fence = Fence.build(planned.fence.spec, terminals=planned.fence.terminals)
         except (FenceUnavailable, OSError) as exc:
             if planned.decision.required:
                 for step in steps:

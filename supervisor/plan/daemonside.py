@@ -112,8 +112,10 @@ class RepoWorkshop:
         prefix = await self._run(lambda r: r.prefix.rstrip("/"))
         from ..adapters.confine import limits_of
 
+        from ..scope.fencing import hidden_state
+
         setup = CheckSetup(task.unit, dict(self.environment(spec)), self.containment(), prefix=prefix,
-                           limits=limits_of(spec))
+                           limits=limits_of(spec), hidden=hidden_state(self.store.dir.parent.parent))
         labels = {"AGENTD_PLAN": self.spec.name, "AGENTD_TASK": task.id, "AGENTD_ATTEMPT": str(attempt)}
         return await run_checks(setup, lambda dest: self._git(lambda r: r.materialize(tree, dest)), task.done_when,
                                 self.store.work_dir(), self.store.check_log(task.id, attempt), task.check_timeout,
