@@ -189,15 +189,31 @@ def task(unit: str, text: str) -> None:
 @click.command("task-state", epilog="""\b
 Examples:
   agentd task-state "parser ported; next: the error messages"     # from an agent's shell: its module
+  agentd task-state --done "models ported, tests pass"             # an agent claims its plan task done
   agentd task-state "release frozen until the audit ends" --global""")
-@click.argument("text")
+@click.argument("text", required=False)
 @click.option("--module", help="whose task (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
 @click.option("--global", "global_", is_flag=True, help="the global task (current-task.md)")
-def task_state(text: str, module: str | None, global_: bool) -> None:
-    """Set the "State at interruption" line of the module's task: where the work stopped, what comes next."""
+@click.option("--done", is_flag=True,
+              help="inside a unit: claim that its plan task is done (agentd then runs the task's checks)")
+def task_state(text: str | None, module: str | None, global_: bool, done: bool) -> None:
+    """Set the "State at interruption" line of the module's task: where the work stopped, what comes next.
+
+    With --done (inside a unit), claim the unit's current plan task done: agentd
+    runs the task's checks itself, and the verdict comes as the agent's next message.
+    """
     from ..memory import AgentPaths, update_task_state
 
     inbox = channel_inbox()
+    if done:
+        if inbox is None:
+            raise click.ClickException("--done is an agent's claim that its plan task is done: it works inside a "
+                                       "unit (agentd gives its agents $AGENTD_INBOX); outside one there is no task "
+                                       "to claim (`agentd plan status` shows the runs)")
+        through_channel(inbox, "task-done", {"state": text, "session": os.environ.get("AGENTD_SESSION") or None})
+        return
+    if text is None:
+        raise click.UsageError("TEXT is required (where the work stopped, what comes next), unless --done")
     if inbox is not None:
         through_channel(inbox, "task-state", {"state": text, "module": asked_module(module, global_)})
         return
