@@ -272,6 +272,10 @@ class Arbiter:
         from ..memory.wip import clean_leftovers
 
         isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
+        from ..memory.wiprecord import record_in
+        from ..scope.fencing import hidden_state
+
+        record_in(hidden_state(self.settings.state_path))  # the WIP commits it makes, where no agent writes
         try:
             init_store(self.root)
         except OSError as exc:
