@@ -65,6 +65,14 @@ def asked_module(module: str | None, global_: bool) -> str | None:
     return "global" if global_ else module
 
 
+def bounded_git() -> None:
+    """From here on this command's libgit2 work runs in a helper it kills after a while: a FIFO an agent put in
+    .git/ (or named .gitignore) would block libgit2 for ever, and a cron job's `agentd sync` with it."""
+    from ..memory.gitworker import isolate
+
+    isolate()
+
+
 # init / decide / note ---------------------------------------------------------------
 
 @click.command(epilog="""\b
@@ -126,6 +134,7 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
         return
     target = resolve_target(module, global_, scope)
     root = project_root()
+    bounded_git()
     with memory_errors():
         rec = record_decision(root, text, why, module=target.module, tags=tags, files=files,
                               alternatives=alternatives, scope_paths=target.scope)
@@ -237,6 +246,7 @@ def sync_cmd(remote: str, branch: str, retries: int) -> None:
     from ..memory.sync import sync_memory
 
     person_only("sync")
+    bounded_git()
     with memory_errors():
         result = sync_memory(project_root(), remote=remote, branch=branch, retries=retries)
     click.echo(result.describe(remote, branch))

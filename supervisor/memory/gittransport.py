@@ -42,6 +42,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,12 +124,36 @@ def _base_dirs() -> list[Path]:
     return [*out, Path(cache) / "agentd", Path(tempfile.gettempdir())]
 
 
+@dataclass(frozen=True)
+class Remote:
+    """What a transport needs of the project's repository, read with libgit2 (:func:`remote_of`): plain data, so
+    the reading can run in a helper process that is killed when the repository blocks (a FIFO)."""
+
+    top: Path  # the work tree (git's working directory)
+    objects: Path  # the project's object database
+    fetch_url: str
+    push_url: str
+    object_format: str | None
+    person: tuple[tuple[str, str], ...]  # the person's own configuration entries (person_config)
+
+
+def remote_of(repo: Repo, remote: str) -> Remote:
+    """The transport's view of ``repo`` and its ``remote``; TransportError when the remote is absent or unusable."""
+    fetch_url, push_url = remote_urls(repo, remote)
+    try:
+        fmt = repo.git.config["extensions.objectformat"]
+    except KeyError:
+        fmt = None
+    return Remote(repo.top, repo.common_dir / "objects", fetch_url, push_url, fmt or None,
+                  tuple(person_config(repo)))
+
+
 class Transport:
     """A private git directory for one sync (see the module docstring); use it as a context manager."""
 
-    def __init__(self, repo: Repo, remote: str) -> None:
-        self.repo = repo
-        self.fetch_url, self.push_url = remote_urls(repo, remote)
+    def __init__(self, remote: Remote) -> None:
+        self.remote = remote
+        self.fetch_url, self.push_url = remote.fetch_url, remote.push_url
         self.dir: Path | None = None
 
     def __enter__(self) -> Transport:
@@ -160,25 +185,21 @@ class Transport:
         path = self.dir / "config"
         path.write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n", encoding="utf-8")
         config = pygit2.Config(str(path))
-        try:
-            fmt = self.repo.git.config["extensions.objectformat"]
-        except KeyError:
-            fmt = None
-        if fmt:
+        if self.remote.object_format:
             config["core.repositoryformatversion"] = "1"
-            config["extensions.objectformat"] = fmt
-        for entry in person_config(self.repo):
+            config["extensions.objectformat"] = self.remote.object_format
+        for entry in self.remote.person:
             config.set_multivar(entry[0], "^$-agentd-never-matches", entry[1])
 
     def run(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
         assert self.dir is not None
         env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-        env.update({"GIT_DIR": str(self.dir), "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
+        env.update({"GIT_DIR": str(self.dir), "GIT_OBJECT_DIRECTORY": str(self.remote.objects),
                     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_PROTOCOL_FROM_USER": "0",
                     "GIT_TERMINAL_PROMPT": "0"})
         argv = ["git", *(a for key, value in PINS for a in ("-c", f"{key}={value}")), *args]
         try:
-            proc = subprocess.run(argv, cwd=self.repo.top, capture_output=True, timeout=GIT_TIMEOUT, env=env,
+            proc = subprocess.run(argv, cwd=self.remote.top, capture_output=True, timeout=GIT_TIMEOUT, env=env,
                                   stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             raise TransportError(f"git {args[0]} gave no answer within {GIT_TIMEOUT:g}s") from None

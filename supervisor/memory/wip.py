@@ -151,6 +151,20 @@ def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, sessio
         raise WipError(str(exc)) from None
 
 
+def scope_tree(repo: Repo, scope: Sequence[str]) -> tuple[str, list[str]]:
+    """HEAD's tree with the scope's files as they are on disk now (changed, staged, untracked, deleted; ignored
+    ones out), their blobs stored; and the files too large to store (left as HEAD has them).  The one way
+    agentd takes a scope's work into git: a WIP commit's tree, a plan task's snapshot.  Writes no index file
+    and nothing of the checkout; reads a file only as a regular file or a symlink's text (never a FIFO)."""
+    head = repo.head()
+    base = head.tree if head is not None else None
+    paths = _changed(repo, scope)
+    if not paths:
+        return (str(base.id) if base is not None else EMPTY_TREE), []
+    on_disk, too_large = _changes_on_disk(repo, paths)
+    return repo.tree_with(base, on_disk), too_large
+
+
 def _changes_on_disk(repo: Repo, paths: list[str]) -> tuple[dict[str, tuple[str, int] | None], list[str]]:
     """Each path's blob as on disk (None: gone), relative to the top; and the paths too large to store."""
     from .worktree import TooLarge
@@ -172,13 +186,9 @@ def _save(root: Path, unit: str, scope: Sequence[str], moment: str, session: str
 
     repo = _open(root)
     try:
-        paths = _changed(repo, scope)
-        if not paths:
-            return None
         head = repo.head()
         base = head.tree if head is not None else None
-        on_disk, too_large = _changes_on_disk(repo, paths)
-        tree = repo.tree_with(base, on_disk)
+        tree, too_large = scope_tree(repo, scope)
         if tree == (str(base.id) if base is not None else EMPTY_TREE):
             return None
         changes, stat_line = _diff(repo, base, tree)

@@ -231,12 +231,12 @@ class PlanService:
             raise ControlError(f"plan {name!r}: its deadline {stamp(deadline)} is less than {margin:.0f}s away (the "
                                "time its units need to checkpoint and stop): set a later [plan] deadline")
         store = PlanStore(self.state_dir, name)
-        from .integrate import GitError, PlanRepo
+        from . import integrate
+        from .integrate import GitError
 
         def begin() -> tuple[str, str, str]:
-            repo = PlanRepo(self.root)
-            head = repo.head()
-            tip, note = repo.start_branch(spec.branch)
+            head = integrate.run(self.root, (".agent/",), "head")
+            tip, note = integrate.run(self.root, (".agent/",), "start_branch", spec.branch)
             store.begin(spec.source)
             return head, tip, note
 
