@@ -87,7 +87,23 @@ class PlanService:
         self._announced: set[str] = set()
 
     # ------------------------------------------------------------------ life
+    def _refuse_agent_writable_notify(self) -> None:
+        """The settings' ``[notify]`` command is not run when it runs what a unit's agent may write (it would run
+        the agent's code outside every fence); ``agentd check`` says the same."""
+        from ..config.runnable import command_problem
+
+        notify = self.announcer.settings_notify
+        if notify is None:
+            return
+        units = {n: u.spec for n, u in self.daemon.units.items()}
+        problem = command_problem("[notify] command", notify.command, self.root, units, self.root)
+        if problem:
+            log.error("notify_refused", where=str(getattr(self.daemon.settings, "config_file", "") or "settings"),
+                      error=problem)
+            self.announcer.settings_notify = None
+
     async def open(self) -> None:
+        self._refuse_agent_writable_notify()
         for name in PlanStore.names(self.state_dir):
             store = PlanStore(self.state_dir, name)
             try:
