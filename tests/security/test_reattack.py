@@ -1,0 +1,89 @@
+"""Re-attacks on the memory channel (issue 25): what a hostile agent inside its fence might make the daemon do
+for it through its inbox, each a test that fails if the daemon does it.
+
+The daemon applies an agent's request outside the agent's fence, where agentd's state directory is not
+hidden: a link the agent made in its scope to that directory must not let a fact or a snapshot read it (the
+worker applies requests in the agent's view, state hidden), and a reply the daemon writes into the inbox
+replaces whatever the agent planted at its name rather than writing through it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+from supervisor.daemon.inbox import Inbox
+from supervisor.durable import atomic_write
+from supervisor.memory.channel import encode_request, ensure_inbox
+from supervisor.memory.scaffold import init_store
+from tests.conftest import git
+
+TOKEN = "TOKEN-0123456789abcdef\n"
+
+
+def _spec(module: str, paths: tuple[str, ...]) -> SimpleNamespace:
+    return SimpleNamespace(module=module, scope=SimpleNamespace(paths=paths), agent=SimpleNamespace(env={}))
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A project whose unit ``a`` (scope a/**) linked a directory of its scope to agentd's state directory."""
+    root = tmp_path / "proj"
+    (root / "a").mkdir(parents=True)
+    git(root.parent, "init", "-q", str(root))
+    init_store(root)
+    state = root / ".agentd"
+    state.mkdir()
+    (state / "web-token").write_text(TOKEN)
+    (root / "a" / "state").symlink_to("../.agentd")  # what the fenced agent may do in its own scope
+    (root / "a" / "real.py").write_text("x = 1\n")
+    return root, state, ensure_inbox(state, "a")
+
+
+def _ask(root: Path, state: Path, box: Path, ident: str, op: str, args: dict[str, object]) -> dict[str, object]:
+    atomic_write(box / f"{ident}.req", encode_request(op, args))
+    assert Inbox(root, state, lambda: {"a": _spec("a", ("a/**",))}).scan() == 1
+    return json.loads((box / f"{ident}.reply").read_text())
+
+
+def test_a_fact_cannot_cite_agentds_state_through_a_linked_directory(tmp_path: Path) -> None:
+    """A fact's line hash is the daemon's read of a file: through a/state/ it would hash the dashboard token
+    (an oracle for what the agent cannot read) into .agent/facts, which the agent reads."""
+    import hashlib
+
+    root, state, box = _project(tmp_path)
+    reply = _ask(root, state, box, "00000000000000e1", "fact-add", {"text": "t", "source": "a/state/web-token:1"})
+    assert not reply["ok"] and "a/state/web-token" in str(reply["text"]), reply
+    token_hash = hashlib.sha256(TOKEN.strip().encode()).hexdigest()[:12]
+    facts = "".join(p.read_text() for p in (root / ".agent").rglob("*") if p.is_file())
+    assert token_hash not in facts
+    ok = _ask(root, state, box, "00000000000000e2", "fact-add", {"text": "x is one", "source": "a/real.py:1"})
+    assert ok["ok"], ok  # a plain file of the scope still works
+
+
+def test_a_decision_cannot_snapshot_agentds_state_through_a_linked_directory(tmp_path: Path) -> None:
+    root, state, box = _project(tmp_path)
+    token_blob = subprocess.run(["git", "hash-object", str(state / "web-token")], capture_output=True, text=True,
+                                timeout=30).stdout.strip()
+    reply = _ask(root, state, box, "00000000000000e3", "decide",
+                 {"text": "t", "why": "because x, so y", "files": ["a/state/web-token"]})
+    snapshots = "".join(p.read_text() for p in (root / ".agent" / "snapshots").glob("*.json")) \
+        if (root / ".agent" / "snapshots").is_dir() else ""
+    assert token_blob not in snapshots, reply
+    assert subprocess.run(["git", "cat-file", "-e", token_blob], cwd=root, capture_output=True,
+                          timeout=30).returncode != 0
+
+
+def test_a_reply_is_never_written_through_a_link_the_agent_planted(tmp_path: Path) -> None:
+    """The agent names its request, so it knows where the reply goes: a link there to a person's file (or a
+    unit file) must be replaced, never written through."""
+    root, state, box = _project(tmp_path)
+    (root / "units").mkdir()
+    unit_file = root / "units" / "b.toml"
+    unit_file.write_text("[agent]\ncommand = [\"codex\"]\n")
+    (box / "00000000000000e4.reply").symlink_to(unit_file)
+    reply = _ask(root, state, box, "00000000000000e4", "note", {"text": "hello", "kind": "confirmed"})
+    assert reply["ok"], reply
+    assert unit_file.read_text() == "[agent]\ncommand = [\"codex\"]\n"
+    assert not (box / "00000000000000e4.reply").is_symlink()
