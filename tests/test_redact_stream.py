@@ -79,6 +79,15 @@ def test_a_held_tail_whose_bytes_also_follow_an_escape_is_found_the_slow_way() -
     assert text == b"1m1m"
     assert Redactor._tail_raw(body, len(body), text, 0) == 0
     assert Redactor._tail_raw(body, len(body), text, 2) == 6
+    body = b"m\x1b[31mX"  # "mX": the raw tail "mX" ends the escape, so it is not where the text's "m" is
+    text, _ = split_text(body)
+    assert (text, Redactor._tail_raw(body, len(body), text, 0)) == (b"mX", 0)
+
+
+def test_a_name_released_before_its_value_still_marks_the_value() -> None:
+    r = Redactor()
+    assert r.feed(b"passwd") == b"passwd"  # nothing to hold yet: it is out
+    assert r.feed(b" = hunter2hunter2 ok") == b" = [REDACTED] ok"  # the released name is still its context
 
 
 def _cut_reference(q: bytes, b: int, cut: int, merged: list[tuple[int, int, bool]], moves: list[int]) -> bytes:
