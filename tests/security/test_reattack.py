@@ -87,3 +87,25 @@ def test_a_reply_is_never_written_through_a_link_the_agent_planted(tmp_path: Pat
     assert reply["ok"], reply
     assert unit_file.read_text() == "[agent]\ncommand = [\"codex\"]\n"
     assert not (box / "00000000000000e4.reply").is_symlink()
+
+
+def test_a_fifo_a_link_or_a_huge_file_as_a_request_never_holds_the_daemon(tmp_path: Path) -> None:
+    """What the agent may leave in its inbox under a request's name: a FIFO (a read would block the daemon), a
+    link to a person's file (read, then unlinked: the daemon must neither read nor delete through it), a sparse
+    file of 1 GiB (read whole, it would cost the daemon its memory)."""
+    import os
+
+    root, state, box = _project(tmp_path)
+    person = root / "units" / "b.toml"
+    person.parent.mkdir()
+    person.write_text('[agent]\ncommand = ["codex"]\n')
+    os.mkfifo(box / "00000000000000f1.req")
+    (box / "00000000000000f2.req").symlink_to(person)
+    with (box / "00000000000000f3.req").open("wb") as huge:
+        huge.truncate(1 << 30)
+    inbox = Inbox(root, state, lambda: {"a": _spec("a", ("a/**",))})
+    assert inbox.scan() == 1  # only the regular file is a request; the FIFO and the link are left alone
+    reply = json.loads((box / "00000000000000f3.reply").read_text())
+    assert not reply["ok"] and "at most 65536" in reply["text"], reply
+    assert person.read_text() == '[agent]\ncommand = ["codex"]\n' and (box / "00000000000000f2.req").is_symlink()
+    assert not (box / "00000000000000f1.reply").exists() and not (box / "00000000000000f2.reply").exists()
