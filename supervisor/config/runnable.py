@@ -17,8 +17,8 @@ files too) and refused, with the reason, by ``agentd check`` and at start:
 * what a command *runs* (:func:`runs`): its program when given as a path
   (whether or not it exists yet: an agent may create it) or found on ``PATH``
   inside the project, the script an interpreter runs (``sh x.sh``, ``python
-  x.py``: existing or not), every argument naming an existing file or
-  directory (a module directory), the words of a ``-c`` shell string that do,
+  x.py``, ``python tool/``: existing or not), every argument naming an
+  existing file (``timeout 5 x.sh``), the words of a ``-c`` shell string that do,
   a Python ``-m`` module below the working directory;
   and for ``python -c`` / ``python -m`` (without ``-I``), which import from
   their working directory first, that directory itself when an agent may add
@@ -181,7 +181,7 @@ def runs(argv: Sequence[str], cwd: Path, path_env: str | None = None, *, cwd_imp
     script = _script(name, argv[1:])
     for word in words:
         hit = _existing(word, cwd, missing=word == script)
-        if hit is not None:
+        if hit is not None and (word == script or not hit.is_dir()):  # a directory runs only as a script
             found.append(hit)
     if _PYTHON.fullmatch(name):
         if "-m" in words and words.index("-m") + 1 < len(words):
@@ -206,8 +206,9 @@ def command_problem(what: str, argv: Sequence[str], cwd: Path, units: Mapping[st
         names = writers(others, path, root)
         if not names:
             continue
-        shown = "its working directory (Python imports from it)" if path.name == "__cwd__.py" else str(
-            _rel(path, root) if _rel(path, root) is not None else path)
+        rel = _rel(path, root)
+        shown = ("its working directory (Python imports from it)" if path.name == "__cwd__.py" else
+                 "the project directory" if rel == "" else str(rel if rel is not None else path))
         units_said = ", ".join(repr(n) for n in names)
         return (f"{what} runs {shown}, which the agent of unit {units_said} may write: agentd never runs a command "
                 "an agent can change; keep what it runs outside every unit's [scope] paths and writable (e.g. in "

@@ -122,6 +122,13 @@ def test_a_script_that_does_not_exist_yet_is_what_an_agent_would_create(tmp_path
     assert command_problem("[wakeup] command", ["bash", "-o", "etc/x", "-c", "true"], tmp_path, units,
                            tmp_path) is None
     assert command_problem("[wakeup] command", ["echo", "etc/x.sh"], tmp_path, units, tmp_path) is None
+    # a directory runs only as an interpreter's script (python tool/ runs tool/__main__.py), never as a value
+    assert command_problem("[wakeup] command", ["true", "--root", "etc"], tmp_path, units, tmp_path) is None
+    assert "runs etc" in (command_problem("[wakeup] command", [sys.executable, "-I", "etc"], tmp_path, units,
+                                          tmp_path) or "")
+    (tmp_path / "etc" / "there.sh").write_text("echo\n")  # an existing file a wrapper may run is counted
+    assert "etc/there.sh" in (command_problem("[wakeup] command", ["timeout", "5", "etc/there.sh"], tmp_path,
+                                              units, tmp_path) or "")
 
 
 def test_a_link_counts_where_it_lies_and_where_it_points(tmp_path: Path) -> None:
