@@ -29,8 +29,9 @@ files too) and refused, with the reason, by ``agentd check`` and at start:
 * :func:`refuse_agent_writable` refuses a unit whose ``[wakeup] command``
   runs a file any unit's agent may write, or whose ``[agent] command`` runs a
   file *another* unit's agent may write (the unit's own agent changing its
-  own launcher gains nothing its fence does not allow: it is a warning for a
-  unit in its own sandbox).  Limit: an ``[agent] command`` is not held to the
+  own launcher gains nothing agentd's fence does not allow; not yet said: for
+  a unit that keeps its own sandbox instead, it could start the next session
+  without it).  Limit: an ``[agent] command`` is not held to the
   working-directory rule (``python -m agent`` in a project root another unit
   may add files to); agents are binaries, and give agents scopes.
 
