@@ -18,7 +18,8 @@ files too) and refused, with the reason, by ``agentd check`` and at start:
   (whether or not it exists yet: an agent may create it) or found on ``PATH``
   inside the project, the script an interpreter runs (``sh x.sh``, ``python
   x.py``, ``python tool/``: existing or not), every argument naming an
-  existing file (``timeout 5 x.sh``), the words of a ``-c`` shell string that do,
+  existing executable file (``timeout 5 x.sh``; not data: ``--log FILE``),
+  the words of a ``-c`` shell string naming an existing file,
   a Python ``-m`` module below the working directory;
   and for ``python -c`` / ``python -m`` (without ``-I``), which import from
   their working directory first, that directory itself when an agent may add
@@ -172,18 +173,26 @@ def runs(argv: Sequence[str], cwd: Path, path_env: str | None = None, *, cwd_imp
         if where:
             found.append(Path(where))
     words = list(argv[1:])
-    if _SHELLS.fullmatch(name) and "-c" in words:  # the words of the shell string too
+    code: list[str] = []  # the words of a shell string: code, so every file they name counts
+    if _SHELLS.fullmatch(name) and "-c" in words:
         at = words.index("-c")
         if at + 1 < len(words):
             try:
-                words += shlex.split(words[at + 1])
+                code = shlex.split(words[at + 1])
             except ValueError:
-                words += words[at + 1].split()
+                code = words[at + 1].split()
     script = _script(name, argv[1:])
     for word in words:
         hit = _existing(word, cwd, missing=word == script)
-        if hit is not None and (word == script or not hit.is_dir()):  # a directory runs only as a script
+        # a directory runs only as a script; a file as the script, or as a program a wrapper starts
+        # (`timeout 5 x.sh`: executable), never as a value (`--input-log FILE`, data the agent may write anyway)
+        if hit is not None and (word == script or (hit.is_file() and os.access(hit, os.X_OK))):
             found.append(hit)
+    for word in code:
+        hit = _existing(word, cwd)
+        if hit is not None and not hit.is_dir():
+            found.append(hit)
+    words += code
     if _PYTHON.fullmatch(name):
         if "-m" in words and words.index("-m") + 1 < len(words):
             module = words[words.index("-m") + 1].replace(".", "/")

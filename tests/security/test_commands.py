@@ -126,9 +126,11 @@ def test_a_script_that_does_not_exist_yet_is_what_an_agent_would_create(tmp_path
     assert command_problem("[wakeup] command", ["true", "--root", "etc"], tmp_path, units, tmp_path) is None
     assert "runs etc" in (command_problem("[wakeup] command", [sys.executable, "-I", "etc"], tmp_path, units,
                                           tmp_path) or "")
-    (tmp_path / "etc" / "there.sh").write_text("echo\n")  # an existing file a wrapper may run is counted
-    assert "etc/there.sh" in (command_problem("[wakeup] command", ["timeout", "5", "etc/there.sh"], tmp_path,
-                                              units, tmp_path) or "")
+    (tmp_path / "etc" / "there.sh").write_text("echo\n")
+    argv = ["timeout", "5", "etc/there.sh"]
+    assert command_problem("[wakeup] command", argv, tmp_path, units, tmp_path) is None  # data, not run
+    (tmp_path / "etc" / "there.sh").chmod(0o755)  # an executable a wrapper may run is counted
+    assert "etc/there.sh" in (command_problem("[wakeup] command", argv, tmp_path, units, tmp_path) or "")
 
 
 def test_a_link_counts_where_it_lies_and_where_it_points(tmp_path: Path) -> None:
@@ -144,3 +146,16 @@ def test_a_link_counts_where_it_lies_and_where_it_points(tmp_path: Path) -> None
     argv = ["sh", "etc/to-bin.sh"]  # points at a safe file, but the agent may re-point the link itself
     assert "unit 'e'" in (command_problem("[wakeup] command", argv, tmp_path, etc_writer, tmp_path) or "")
     assert command_problem("[wakeup] command", argv, tmp_path, src_writer, tmp_path) is None
+
+
+def test_a_data_file_an_agent_command_names_is_no_code(tmp_path: Path) -> None:
+    """Two units of the whole project: b's agent logs to a file a's agent may write; that is data, not run (b
+    is not refused once the file exists, at a reload or the next start), while a script of a's is."""
+    (tmp_path / "b-inputs.jsonl").write_text("[]\n")
+    (tmp_path / "run-b.py").write_text("print()\n")
+    units = {"a": _unit(), "b": _unit()}
+    argv = ["python3", "-m", "json.tool", "--input-log", str(tmp_path / "b-inputs.jsonl")]
+    assert command_problem("[agent] command", argv, tmp_path, units, tmp_path, exclude="b", cwd_imports=False) is None
+    problem = command_problem("[agent] command", ["python3", "run-b.py"], tmp_path, units, tmp_path, exclude="b",
+                              cwd_imports=False)
+    assert problem and "runs run-b.py, which the agent of unit 'a' may write" in problem
