@@ -76,6 +76,14 @@ def _constraints_forbid(root: Path) -> list[str]:
         return []
 
 
+def protected(root: Path, units: Path) -> list[Path]:
+    """What of the person's configuration a fenced agent sees read-only: the unit files, the settings (their
+    directory while there is no settings file, so that none can be made), the plans (their [notify] commands
+    and checks run outside the agent's fence)."""
+    settings_file = root / "etc" / "agentd.toml"
+    return [units, settings_file if settings_file.exists() else settings_file.parent, root / "plans"]
+
+
 def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, str], project_key: str) -> Plan:
     """Decide the fence and prepare it (``env`` gets ``TMPDIR`` when fenced).  Raises SpawnError for ``fence = "on"``
     when it cannot be had."""
@@ -94,7 +102,7 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
                            writable=spec.scope.writable, tmp_dir=tmp, env=env, inbox=ensure_inbox(state, spec.name),
                            state_dir=hidden_state(state),
                            shown=[settings.socket_path, *([session_dir] if session_dir else [])],
-                           protect=[settings.units_path, root / "etc" / "agentd.toml"], view_mode=view_mode())
+                           protect=protected(root, settings.units_path), view_mode=view_mode())
     except (AllowSetError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if decision.required:

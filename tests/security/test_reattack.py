@@ -18,7 +18,7 @@ from supervisor.daemon.inbox import Inbox
 from supervisor.durable import atomic_write
 from supervisor.memory.channel import encode_request, ensure_inbox
 from supervisor.memory.scaffold import init_store
-from tests.conftest import git
+from tests.conftest import Project, git
 
 TOKEN = "TOKEN-0123456789abcdef\n"
 
@@ -109,3 +109,51 @@ def test_a_fifo_a_link_or_a_huge_file_as_a_request_never_holds_the_daemon(tmp_pa
     assert not reply["ok"] and "at most 65536" in reply["text"], reply
     assert person.read_text() == '[agent]\ncommand = ["codex"]\n' and (box / "00000000000000f2.req").is_symlink()
     assert not (box / "00000000000000f1.reply").exists() and not (box / "00000000000000f2.reply").exists()
+
+
+def test_a_whole_project_agent_cannot_change_the_persons_configuration(project: Project) -> None:
+    """An agent whose scope is the whole project tries to rewrite what agentd runs: its own and another unit's
+    file, a new unit, the settings, a plan, the constraints; and to move units/ away.  All fail; nothing changes.
+    (Before: plans/ was writable, and a plan's [notify] command and checks run outside the agent's fence.)"""
+    from tests.security.test_agent_memory import shell
+
+    root = project.root
+    git(root.parent, "init", "-q", str(root))
+    project.agentd("init")
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "agentd.toml").write_text("# the person's settings\n")
+    (root / "plans").mkdir()
+    (root / "plans" / "night.toml").write_text("# the person's plan\n")
+    project.fake_unit("a")  # no [scope] paths: the whole project
+    project.fake_unit("b", scope='paths = ["b/**"]')
+    before = {p: p.read_bytes() for p in (root / "units" / "a.toml", root / "units" / "b.toml",
+                                          root / "etc" / "agentd.toml", root / "plans" / "night.toml",
+                                          root / ".agent" / "constraints.md")}
+    project.agentd("start")
+    assert project.wait_state("a", "running")["scope"].startswith("fenced (Landlock")
+    tries = " ".join(f"echo 'command = [\"sh\"]' >> {p.relative_to(root)} || echo refused-{n};"
+                     for n, p in enumerate(before))
+    said = shell(project, "a", f"{tries} echo x > units/evil.toml || echo refused-new; "
+                               f"mv units units.old || echo refused-move; echo x > a-wrote.txt && echo wrote-own")
+    assert all(f"refused-{n}" in said for n in range(len(before))), said
+    assert "refused-new" in said and "refused-move" in said and "wrote-own" in said, said  # its scope still works
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (root / "units" / "evil.toml").exists() and (root / "units").is_dir()
+
+
+def test_a_settings_file_the_person_has_not_written_cannot_be_made_by_an_agent(project: Project) -> None:
+    """Without etc/agentd.toml an agent of the whole project would write one ([notify] command = a shell line):
+    the next daemon would run it outside every fence.  etc/ is read-only to it then."""
+    from tests.security.test_agent_memory import shell
+
+    root = project.root
+    git(root.parent, "init", "-q", str(root))
+    project.agentd("init")
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "agentd.toml").unlink(missing_ok=True)
+    project.fake_unit("a")
+    project.agentd("start")
+    assert project.wait_state("a", "running")["scope"].startswith("fenced (Landlock")
+    said = shell(project, "a", "printf '[notify]\\ncommand = [\"sh\", \"-c\", \"id\"]\\n' > etc/agentd.toml "
+                               "|| echo refused-settings")
+    assert "refused-settings" in said and not (root / "etc" / "agentd.toml").exists(), said
