@@ -34,7 +34,8 @@ unit's own inbox, its CLI's state, its session's files and the control
 socket (no dashboard token, no other unit's transcripts or inbox, no event
 index); and read-only, whatever its scope: ``.agent/``, ``.git/config``,
 ``hooks/``, ``info/`` (so its own ``git config`` fails with "Device or
-resource busy" while its commits work), ``units/`` and the settings file.
+resource busy" while its commits work), ``units/``, ``plans/`` and the
+settings file (``etc/`` while there is none: the caller's ``protect``).
 Everything else stays readable.
 
 Without a view (no mount namespace here) a unit whose scope covers the
