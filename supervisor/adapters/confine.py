@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,12 +77,15 @@ def _constraints_forbid(root: Path) -> list[str]:
         return []
 
 
-def protected(root: Path, units: Path) -> list[Path]:
-    """What of the person's configuration a fenced agent sees read-only: the unit files, the settings (their
-    directory while there is no settings file, so that none can be made), the plans (their [notify] commands
-    and checks run outside the agent's fence)."""
+def protected(root: Path, units: Path, scope: Sequence[str] = ()) -> list[Path]:
+    """What of the person's configuration a fenced agent sees read-only: the unit files, the plans (their
+    [notify] commands and checks run outside the agent's fence), the settings file; while there is none, its
+    directory, so that none can be made (unless the unit's ``scope`` names ``etc/`` itself: the person gave
+    it that directory)."""
     settings_file = root / "etc" / "agentd.toml"
-    return [units, settings_file if settings_file.exists() else settings_file.parent, root / "plans"]
+    named = any(g.strip().lstrip("./").split("/", 1)[0] == "etc" for g in scope)
+    settings = settings_file if settings_file.exists() or named else settings_file.parent
+    return [units, settings, root / "plans"]
 
 
 def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, str], project_key: str) -> Plan:
@@ -102,7 +106,8 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
                            writable=spec.scope.writable, tmp_dir=tmp, env=env, inbox=ensure_inbox(state, spec.name),
                            state_dir=hidden_state(state),
                            shown=[settings.socket_path, *([session_dir] if session_dir else [])],
-                           protect=protected(root, settings.units_path), view_mode=view_mode())
+                           protect=protected(root, settings.units_path, [*spec.scope.paths, *spec.scope.writable]),
+                           view_mode=view_mode())
     except (AllowSetError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if decision.required:

@@ -157,3 +157,14 @@ def test_a_settings_file_the_person_has_not_written_cannot_be_made_by_an_agent(p
     said = shell(project, "a", "printf '[notify]\\ncommand = [\"sh\", \"-c\", \"id\"]\\n' > etc/agentd.toml "
                                "|| echo refused-settings")
     assert "refused-settings" in said and not (root / "etc" / "agentd.toml").exists(), said
+
+
+def test_what_of_the_persons_configuration_is_read_only(tmp_path: Path) -> None:
+    from supervisor.adapters.confine import protected
+
+    units, etc, plans = tmp_path / "units", tmp_path / "etc", tmp_path / "plans"
+    etc.mkdir()
+    assert protected(tmp_path, units) == [units, etc, plans]  # no settings file: none may be made
+    assert protected(tmp_path, units, ["etc/**"]) == [units, etc / "agentd.toml", plans]  # the person gave etc/
+    (etc / "agentd.toml").write_text("")
+    assert protected(tmp_path, units, ["src/**"]) == [units, etc / "agentd.toml", plans]
