@@ -20,6 +20,7 @@ directory once nothing is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -79,9 +80,10 @@ def _constraints_forbid(root: Path) -> list[str]:
 
 def protected(root: Path, units: Path, scope: Sequence[str] = ()) -> list[Path]:
     """What of the person's configuration a fenced agent sees read-only: the unit files, the plans (their
-    [notify] commands and checks run outside the agent's fence), the settings file; while there is none, its
-    directory, so that none can be made (unless the unit's ``scope`` names ``etc/`` itself: the person gave
-    it that directory)."""
+    [notify] commands and checks run outside the agent's fence; a scheduled plan starts with the daemon), the
+    settings file; while there is none, its directory, so that none can be made (unless the unit's ``scope``
+    names ``etc/`` itself: the person gave it that directory).  :func:`plan` makes ``plans/`` and ``etc/``
+    for a unit of the whole project, which could otherwise create them."""
     settings_file = root / "etc" / "agentd.toml"
     named = any(g.strip().lstrip("./").split("/", 1)[0] == "etc" for g in scope)
     settings = settings_file if settings_file.exists() or named else settings_file.parent
@@ -98,6 +100,10 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
         raise SpawnError(str(exc)) from None
     if not decision.fenced:
         return Plan(decision)
+    if not spec.scope.paths:  # the whole project: make the places of the person's configuration, to hold them
+        for where in (root / "plans", root / "etc"):  # read-only (empty directories: nothing for git to show)
+            with contextlib.suppress(OSError):
+                where.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{tmp_prefix(project_key)}{spec.name}-"))
     state = settings.state_path
     try:

@@ -142,21 +142,26 @@ def test_a_whole_project_agent_cannot_change_the_persons_configuration(project: 
 
 
 def test_a_settings_file_the_person_has_not_written_cannot_be_made_by_an_agent(project: Project) -> None:
-    """Without etc/agentd.toml an agent of the whole project would write one ([notify] command = a shell line):
-    the next daemon would run it outside every fence.  etc/ is read-only to it then."""
+    """Without etc/agentd.toml an agent of the whole project would write one ([notify] command = a shell line),
+    or a scheduled plan: the next daemon would run it outside every fence.  etc/ and plans/ are made and kept
+    read-only to it."""
     from tests.security.test_agent_memory import shell
 
     root = project.root
     git(root.parent, "init", "-q", str(root))
     project.agentd("init")
-    (root / "etc").mkdir(exist_ok=True)
-    (root / "etc" / "agentd.toml").unlink(missing_ok=True)
+    import shutil
+
+    shutil.rmtree(root / "etc", ignore_errors=True)  # neither etc/ nor plans/: a new project
+    shutil.rmtree(root / "plans", ignore_errors=True)
     project.fake_unit("a")
     project.agentd("start")
     assert project.wait_state("a", "running")["scope"].startswith("fenced (Landlock")
-    said = shell(project, "a", "printf '[notify]\\ncommand = [\"sh\", \"-c\", \"id\"]\\n' > etc/agentd.toml "
-                               "|| echo refused-settings")
+    said = shell(project, "a", "mkdir -p etc plans; "
+                               "printf '[notify]\\ncommand = [\"sh\", \"-c\", \"id\"]\\n' > etc/agentd.toml "
+                               "|| echo refused-settings; echo '[schedule]' > plans/nightly.toml || echo refused-plan")
     assert "refused-settings" in said and not (root / "etc" / "agentd.toml").exists(), said
+    assert "refused-plan" in said and not (root / "plans" / "nightly.toml").exists(), said
 
 
 def test_what_of_the_persons_configuration_is_read_only(tmp_path: Path) -> None:
