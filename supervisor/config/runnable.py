@@ -30,9 +30,9 @@ files too) and refused, with the reason, by ``agentd check`` and at start:
 * :func:`refuse_agent_writable` refuses a unit whose ``[wakeup] command``
   runs a file any unit's agent may write, or whose ``[agent] command`` runs a
   file *another* unit's agent may write (the unit's own agent changing its
-  own launcher gains nothing agentd's fence does not allow; not yet said: for
-  a unit that keeps its own sandbox instead, it could start the next session
-  without it).  Limit: an ``[agent] command`` is not held to the
+  own launcher gains nothing agentd's fence does not allow; but a unit that
+  keeps its own sandbox instead could start its next session without it:
+  :func:`own_launcher` is ``agentd check``'s warning).  Limit: an ``[agent] command`` is not held to the
   working-directory rule (``python -m agent`` in a project root another unit
   may add files to); agents are binaries, and give agents scopes.
 
@@ -247,3 +247,15 @@ def refuse_agent_writable(specs: dict[str, UnitSpec], root: Path) -> tuple[dict[
             errors.append(UnitError(spec.path, "; ".join(problems)))
     refused = {e.path for e in errors}
     return {n: s for n, s in specs.items() if s.path not in refused}, errors
+
+
+def own_launcher(spec: UnitSpec, root: Path) -> str | None:
+    """A warning when the unit's own agent may write what its ``[agent] command`` runs: it then decides how its
+    next session starts (without its own sandbox's flags, say), or None."""
+    found = command_problem("[agent] command", spec.agent.command, spec.workdir_path(root), {spec.name: spec}, root,
+                            path_env=spec.agent.env.get("PATH"), cwd_imports=False)
+    if found is None:
+        return None
+    head = found.split(": agentd never runs", 1)[0]
+    return (f"{head}: it decides how its next session starts (an agent that keeps its own sandbox may start "
+            "without it); keep the launcher outside its [scope]")

@@ -159,3 +159,22 @@ def test_a_data_file_an_agent_command_names_is_no_code(tmp_path: Path) -> None:
     problem = command_problem("[agent] command", ["python3", "run-b.py"], tmp_path, units, tmp_path, exclude="b",
                               cwd_imports=False)
     assert problem and "runs run-b.py, which the agent of unit 'a' may write" in problem
+
+
+def test_an_agent_that_may_write_its_own_launcher_is_a_warning(project: Project) -> None:
+    """Not refused (agentd's fence holds the next session the same), but said by check: an agent that keeps
+    its own sandbox could start the next session without it."""
+    root = project.root
+    (root / "tools").mkdir()
+    launcher = root / "tools" / "agent.sh"
+    launcher.write_text("#!/bin/sh\nexec python -m supervisor.fakeagent\n")
+    launcher.chmod(0o755)
+    project.agentd("init")
+    for name, scope in (("a", "tools/**"), ("b", "src/**")):
+        project.unit(name, f'[agent]\ncommand = ["./tools/agent.sh"]\n[scope]\npaths = ["{scope}"]\n')
+    out = project.agentd("check", check=False).stdout
+    assert "warn   a: [agent] command runs tools/agent.sh, which the agent of unit 'a' may write: it decides " \
+           "how its next session starts" in out, out
+    assert "b.toml: [agent] command runs tools/agent.sh, which the agent of unit 'a' may write: agentd never " \
+           "runs one agent's code as another unit" in out, out  # another unit's launcher: refused
+    assert "warn   b:" not in out
