@@ -51,8 +51,8 @@ def healthy(project: Project) -> Project:
 def test_a_healthy_machine_and_project_pass(healthy: Project) -> None:
     code, found, out = doctor(healthy)
     assert code == 0, out
-    assert set(found) == {"agent web", "git", "inotify", "user namespaces", "landlock", "state dir", "disk",
-                          "stop timeout"}, out
+    assert set(found) == {"agent web", "git", "git sync", "inotify", "user namespaces", "landlock", "state dir",
+                          "disk", "stop timeout"}, out
     assert all(status == "ok" for status, _ in found.values()), out
     assert "0 failure(s), 0 warning(s)" in out
 
@@ -103,6 +103,49 @@ def test_git_missing_fails_and_a_folder_outside_git_warns(project: Project) -> N
     assert code == 1 and found["git"][0] == "FAIL" and "apt-get install git" in found["git"][1]
     code, found, _ = doctor(project)
     assert found["git"][0] == "warn" and "not a git work tree" in found["git"][1] and "git init" in found["git"][1]
+
+
+def _home_with_gitconfig(tmp_path: Path, text: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(text)
+    return clean_env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+
+
+def test_what_sync_runs_of_the_persons_git_config_is_named(healthy: Project, tmp_path: Path) -> None:
+    """The person's credential helper and ssh command run in a sync: named (a warning), the fsmonitor and
+    hooks pinned off are said; the project's own .git/config (agent-writable) is never what sync runs."""
+    person = ('[credential]\n\thelper = store\n[credential "https://elsewhere.example"]\n\thelper = other\n'
+              '[core]\n\tfsmonitor = true\n\thooksPath = ~/hooks\n\tsshCommand = ssh -i ~/.ssh/deploy\n')
+    env = _home_with_gitconfig(tmp_path, person)
+    code, found, out = doctor(healthy, env)  # no remote: a sync reaches nothing, so runs nothing
+    assert code == 0 and found["git sync"][0] == "ok" and "runs no command" in found["git sync"][1], out
+    assert "core.fsmonitor, core.hookspath pinned off" in found["git sync"][1], out
+    with (healthy.root / ".git" / "config").open("a") as config:
+        config.write('[credential]\n\thelper = "!touch project-helper-ran"\n'
+                     '[remote "origin"]\n\turl = https://forge.example/team/repo.git\n')
+    code, found, out = doctor(healthy, env)
+    status, text = found["git sync"]
+    assert code == 0 and status == "warn", out
+    assert "credential.helper (git-credential-store)" in text and "other" not in text, text  # its URL only
+    assert "sshcommand" not in text and "project-helper-ran" not in text, text  # no ssh remote; not the person's
+    assert "core.fsmonitor, core.hookspath pinned off" in text, text
+    with (healthy.root / ".git" / "config").open("a") as config:
+        config.write('[remote "backup"]\n\turl = git@forge.example:team/repo.git\n')
+    _code, found, out = doctor(healthy, env)
+    assert "core.sshcommand (ssh -i ~/.ssh/deploy)" in found["git sync"][1], out
+
+
+def test_a_sync_command_an_agent_may_write_fails(healthy: Project, tmp_path: Path) -> None:
+    (healthy.root / "src").mkdir()
+    (healthy.root / "src" / "ssh.sh").write_text("exec ssh \"$@\"\n")
+    env = _home_with_gitconfig(tmp_path, f"[core]\n\tsshCommand = sh {healthy.root}/src/ssh.sh\n")
+    with (healthy.root / ".git" / "config").open("a") as config:
+        config.write('[remote "origin"]\n\turl = ssh://forge.example/team/repo.git\n')
+    code, found, out = doctor(healthy, env)
+    assert code == 1 and found["git sync"][0] == "FAIL", out
+    assert "core.sshcommand runs src/ssh.sh, which the agent of unit 'web' may write" in found["git sync"][1], out
+    assert "outside the project" in found["git sync"][1]
 
 
 # -- inotify ---------------------------------------------------------------------------------------
@@ -222,7 +265,7 @@ def test_output_is_one_line_per_check_with_the_fix_below(healthy: Project) -> No
     lines = out.splitlines()
     index = next(i for i, line in enumerate(lines) if line.startswith("FAIL  state dir"))
     assert lines[index + 1].strip().startswith("-> chmod 700")
-    assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 8
+    assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 9
 
 
 def test_the_short_socket_directory_rule_is_one_for_the_daemon_and_doctor(tmp_path: Path) -> None:
@@ -239,3 +282,19 @@ def test_the_short_socket_directory_rule_is_one_for_the_daemon_and_doctor(tmp_pa
     for bad in (link, file):
         problem = socket_dir_problem(bad)
         assert problem is not None and str(bad) in problem and "not a directory of this user's" in problem
+
+
+def test_what_a_sync_runs_follows_the_urls_it_reaches() -> None:
+    from supervisor.memory.gittransport import sync_runs, url_kind
+
+    assert [url_kind(u) for u in ("git@h:r.git", "ssh://h/r", "https://h/r", "git://h/r", "/srv/r.git",
+                                  "file:///srv/r", "hg::https://h/r")] == ["ssh", "ssh", "http", "git", "local",
+                                                                           "local", "hg"]
+    person = [("core.sshcommand", "ssh -F ~/.ssh/work"), ("url.git@h:.pushinsteadof", "https://h/"),
+              ("credential.https://*.h.example.helper", "!pass show git"), ("credential.helper", "")]
+    assert sync_runs(person, {}, [("https://h/r", False)]) == ([], [])
+    pushed, _ = sync_runs(person, {}, [("https://h/r", True)])  # the push goes over ssh (pushInsteadOf)
+    assert pushed == [("core.sshcommand", ["sh", "-c", "ssh -F ~/.ssh/work"])]
+    helpers, _ = sync_runs(person, {"GIT_ASKPASS": "/usr/bin/ask"}, [("https://git.h.example/r", False)])
+    assert helpers == [("credential.https://*.h.example.helper", ["sh", "-c", "pass show git"]),
+                       ("$GIT_ASKPASS", ["/usr/bin/ask"])]  # the empty helper resets: nothing runs for it

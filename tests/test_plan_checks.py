@@ -125,3 +125,63 @@ async def wait_for(predicate, timeout: float = 20.0) -> None:  # noqa: ANN001
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.skipif(not availability().available, reason="the kernel offers no Landlock")
+def test_a_check_is_its_unit_to_the_socket_never_the_operator(tmp_path: Path, containment: object) -> None:
+    """A check runs the agent's code with AGENTD_UNIT and AGENTD_SESSION=check-... in a <unit>@check-... group:
+    the socket (this process plays the daemon: the check is its child) names it and what it starts by
+    ancestry, as that unit's check session or a stray, never the operator."""
+    from supervisor.control.access import Kind
+    from supervisor.daemon.confinement import Confinement
+
+    setup = CheckSetup("api", {"PATH": os.environ["PATH"]}, containment)
+    probe = (f"{sys.executable} -c \"import subprocess, time; subprocess.Popen(['sleep', '30'], "
+             "start_new_session=True); time.sleep(30)\"")
+    seen: dict[str, object] = {}
+
+    async def scene() -> None:
+        confinement = Confinement(containment, asyncio.ensure_future)
+        checks = asyncio.ensure_future(run_checks(setup, lambda dest: None, [probe], tmp_path / "work",
+                                                  tmp_path / "logs" / "t-1.log", 60.0, {}))
+        deadline = time.monotonic() + 30
+        while "child" not in seen:  # the check, then the setsid child it started
+            assert time.monotonic() < deadline and not checks.done(), "the check and its child never showed"
+            for member in list(containment.members.values()):
+                if member.session_id.startswith("check-") and member.leader is not None:
+                    leader = psutil.Process(member.leader.pid)
+                    seen["check"] = confinement.caller(leader.pid)
+                    for kid in leader.children(recursive=True):
+                        seen["child"] = confinement.caller(kid.pid)
+            await asyncio.sleep(0.05)
+        checks.cancel()
+        try:
+            await checks
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(scene())
+    for who in (seen["check"], seen["child"]):
+        assert who.kind is not Kind.OPERATOR, who
+        assert who.kind is Kind.STRAY or (who.unit == "api" and str(who.session).startswith("check-")), who
+
+
+@pytest.mark.skipif(not availability().available, reason="the kernel offers no Landlock")
+def test_a_check_sees_no_inbox_no_token_and_no_unit_terminal(tmp_path: Path, containment: object) -> None:
+    """Its view hides agentd's state (every unit's inbox, the dashboard token, with which a check could drive
+    the dashboard as the operator) and gives it a devpts of its own; the fence refuses the writes anyway."""
+    from supervisor.session.mountview import view_mode
+
+    state = tmp_path / "state"
+    for unit in ("api", "web"):
+        (state / "inbox" / unit).mkdir(parents=True)
+    (state / "web-token").write_text("TOKEN-" + "z" * 30 + "\n")
+    setup = CheckSetup("api", {"PATH": os.environ["PATH"]}, containment, hidden=state)
+    [result] = run(setup, tmp_path, [
+        f"for d in api web; do (echo x > {state}/inbox/$d/0123456789abcdef.req) 2>/dev/null && echo inbox-$d-written; done;"
+        f" cat {state}/web-token 2>/dev/null || echo no-token; ls /dev/pts | tr '\\n' ' '; echo"])
+    assert result["ok"], result
+    assert "written" not in result["tail"] and "TOKEN-" not in result["tail"] and "no-token" in result["tail"]
+    if view_mode().available:
+        assert result["tail"].strip().endswith("ptmx")  # a devpts of its own: no unit's terminal in it
+    assert not list(state.glob("inbox/*/*.req"))

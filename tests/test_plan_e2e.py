@@ -181,3 +181,36 @@ def test_a_unit_that_fails_parks_its_task_and_is_announced(project: Project, tmp
     assert ("task_parked", "b1") in [(e["event"], e.get("task")) for e in events]
     # the unit goes on to its next ready task (a fresh start resets the failed unit)
     assert by["b2"]["state"] == "done"
+
+
+def test_an_agent_claims_its_task_through_the_memory_channel(project: Project, tmp_path: Path) -> None:
+    """`agentd task-state --done` from inside the unit (its inbox) is a claim like `TASK DONE:`: agentd checks,
+    the failure comes back, the second claim passes and the task's commit lands."""
+    script = {"tasks": {"a1": {"attempts": [["put a/one.txt wrong", "claim-channel"],
+                                            ["put a/one.txt one", "claim-channel"]]}}}
+    setup(project, tmp_path, script=script)
+    text = (project.root / "plans" / "night.toml").read_text()
+    (project.root / "plans" / "night.toml").write_text(text[:text.index("[[task]]")] + """
+[[task]]
+id = "a1"
+unit = "a"
+ask = "Write the file of task a1."
+done_when = ["grep -qx one a/one.txt"]
+""")
+    git(project.root, "commit", "-qam", "one task")
+    base = git(project.root, "rev-parse", "HEAD").strip()
+    project.agentd("start")
+    project.agentd("plan", "start", "night")
+    ended(project)
+    by = {t["id"]: t for t in report(project)["tasks"]}
+    assert by["a1"]["state"] == "done" and [c["passed"] for c in by["a1"]["checks"]] == [False, True], by["a1"]
+    assert [t for _, t in commits(project, base)] == ["a1"]
+    claims = [e for e in project.events("plan_task_claimed") if e.get("task") == "a1"]
+    assert [e["via"] for e in claims] == ["task-state --done", "task-state --done"], claims
+    # the first claim's reply reached the agent (it printed it before its second attempt); the second claim is
+    # in the events above: its reply may never be printed, the plan ends and stops the unit when its check passes
+    said = "".join(project.transcript("a", s.stem) for s in (project.state / "transcripts" / "a").glob("*.txt"))
+    first = said.index("claimed: agentd now checks task a1 (attempt 1)")
+    assert said.index("working on task a1, attempt 2") > first, said
+    told = [m for session in project.inputs("a") for m in session if "attempt 1 FAILED" in m]
+    assert told and "agentd task-state --done" in told[0]  # the retry says how to claim again

@@ -184,8 +184,52 @@ def test_materialize_writes_blobs_as_they_are(tmp_path: Path) -> None:
 
 
 def test_not_a_repository_or_no_commit_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(GitError, match="not a git repository .*run `git init` and commit the project first"):
+    with pytest.raises(GitError, match="not a git repository.*run `git init` and commit the project first"):
         PlanRepo(tmp_path)
     git(tmp_path, "init", "-q", str(tmp_path / "empty"))
     with pytest.raises(GitError, match="no commit yet"):
         PlanRepo(tmp_path / "empty").head()
+
+
+def test_a_fifo_in_the_scope_is_an_error_for_the_plan_never_a_frozen_daemon(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan's snapshot reads the scope (its .gitignore files, its files): a FIFO planted there blocked libgit2,
+    which holds the GIL, in the daemon's own process.  The plan's git work runs in the daemon's git helper
+    (isolated here as the daemon does): the request fails naming why, and this process keeps running."""
+    import os
+    import threading
+    import time
+
+    from supervisor.memory import gitworker
+    from supervisor.plan import integrate
+
+    root = repo(tmp_path)
+    monkeypatch.setattr(gitworker, "GIT_TIMEOUT", 2.0)
+    monkeypatch.setattr(gitworker, "_WORKER", None)  # this test process plays the daemon, then stops playing it
+    helper = gitworker.isolate()
+    ticks: list[float] = []
+    done = threading.Event()
+
+    def tick() -> None:  # this process keeps running while a request hangs in the helper
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.05)
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        tip, _ = integrate.run(root, (".agent/",), "start_branch", "agentd/night")
+        base = integrate.run(root, (".agent/",), "snapshot", ("a/**",))
+        os.mkfifo(root / "a" / ".gitignore")
+        (root / "a" / "x.py").write_text("x = 2\n")
+        started = time.monotonic()
+        with pytest.raises(GitError, match="gave no answer within 2s .*FIFO"):
+            integrate.run(root, (".agent/",), "snapshot", ("a/**",))
+        assert len([t for t in ticks if t > started + 0.5]) > 10, "this process stopped while the helper hung"
+        (root / "a" / ".gitignore").unlink()
+        os.mkfifo(root / "a" / "pipe.py")  # a FIFO as a file of the scope: never read, the snapshot works
+        claimed = integrate.run(root, (".agent/",), "snapshot", ("a/**",))
+        cand = integrate.run(root, (".agent/",), "candidate", tip, ("a/**",), base, claimed)
+        assert cand.changed == ("a/x.py",) and helper.started == 2
+    finally:
+        done.set()
+        helper.close()

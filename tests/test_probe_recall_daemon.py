@@ -20,7 +20,8 @@ DECISION = "keep the wire format at v2"
 def test_recall_is_one_for_the_briefing_and_names_the_decision_a_wakeup_left_out(project: Project, cut: bool) -> None:
     project.init_memory()
     project.agentd("decide", DECISION, "--why", "because clients pin it, so changes go behind a flag", "--global")
-    command = [sys.executable, "-m", "supervisor", "--root", str(project.root), "wakeup", "--module", "coder",
+    # -I: run from the project root, `python -m` would import a `supervisor/` an agent put there (runnable.py)
+    command = [sys.executable, "-I", "-m", "supervisor", "--root", str(project.root), "wakeup", "--module", "coder",
                "--decisions", "0"]
     project.fake_unit("coder", "--on-checkpoint", "ignore", cycle=True,
                       wakeup=f"command = {json.dumps(command)}" if cut else "")

@@ -20,9 +20,11 @@ directory once nothing is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +81,18 @@ def _constraints_forbid(root: Path) -> list[str]:
         return []
 
 
+def protected(root: Path, units: Path, scope: Sequence[str] = ()) -> list[Path]:
+    """What of the person's configuration a fenced agent sees read-only: the unit files, the plans (their
+    [notify] commands and checks run outside the agent's fence; a scheduled plan starts with the daemon), the
+    settings file; while there is none, its directory, so that none can be made (unless the unit's ``scope``
+    names ``etc/`` itself: the person gave it that directory).  :func:`plan` makes ``plans/`` and ``etc/``
+    for a unit of the whole project, which could otherwise create them."""
+    settings_file = root / "etc" / "agentd.toml"
+    named = any(g.strip().lstrip("./").split("/", 1)[0] == "etc" for g in scope)
+    settings = settings_file if settings_file.exists() or named else settings_file.parent
+    return [units, settings, root / "plans"]
+
+
 def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, str], project_key: str) -> Plan:
     """Decide the fence and prepare it (``env`` gets ``TMPDIR`` when fenced).  Raises SpawnError for ``fence = "on"``
     when it cannot be had."""
@@ -89,6 +103,10 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
         raise SpawnError(str(exc)) from None
     if not decision.fenced:
         return Plan(decision)
+    if not spec.scope.paths:  # the whole project: make the places of the person's configuration, to hold them
+        for where in (root / "plans", root / "etc"):  # read-only (empty directories: nothing for git to show)
+            with contextlib.suppress(OSError):
+                where.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{tmp_prefix(project_key)}{spec.name}-"))
     state = settings.state_path
     try:
@@ -97,7 +115,8 @@ def plan(spec: UnitSpec, settings: Settings, adapter: Adapter, env: dict[str, st
                            writable=spec.scope.writable, tmp_dir=tmp, env=env, inbox=ensure_inbox(state, spec.name),
                            state_dir=hidden_state(state),
                            shown=[settings.socket_path, *([session_dir] if session_dir else [])],
-                           protect=[settings.units_path, root / "etc" / "agentd.toml"], view_mode=view_mode())
+                           protect=protected(root, settings.units_path, [*spec.scope.paths, *spec.scope.writable]),
+                           view_mode=view_mode())
     except (AllowSetError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if decision.required:
@@ -131,7 +150,7 @@ def spawn(session: Session, spec: UnitSpec, containment: Containment, planned: P
         steps.append(join)
     if planned.fence is not None:
         try:
-            fence = Fence.build(planned.fence.spec)
+            fence = Fence.build(planned.fence.spec, terminals=planned.fence.terminals)
         except (FenceUnavailable, OSError) as exc:
             if planned.decision.required:
                 for step in steps:

@@ -1,7 +1,9 @@
 """``agentd attach``, the terminal half: relay a supervised agent's live PTY to this terminal.
 
 The daemon half and the stream protocol are :mod:`supervisor.control.attach`.
-Raw mode is always restored; Ctrl-] (0x1d) detaches.
+Raw mode is always restored; Ctrl-] (0x1d) detaches.  The agent's output
+reaches this terminal less OSC 52 (:mod:`supervisor.session.clipguard`): an
+agent never sets nor reads the person's clipboard.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..control.attach import (
     SESSION, SIZE,
 )
 from ..control.framing import DaemonNotRunning, FrameDecoder, ProtocolError, connect, encode, frame, read_reply
+from ..session.clipguard import ClipboardGuard
 
 class AttachError(Exception):
     """Attaching failed before the relay started (the message is for the user)."""
@@ -130,6 +133,7 @@ class _Relay:
         self.stdin_is_tty = os.isatty(stdin_fd)
         self.watch_stdin = self.stdin_is_tty  # only a terminal's keys are relayed (read-only: none at all)
         self.decoder = FrameDecoder()
+        self.guard = ClipboardGuard()  # the agent never sets nor reads this terminal's clipboard (OSC 52)
 
     def say(self, text: str) -> None:
         _write_all(self.stdout_fd, f"\r\n[agentd] {text}\r\n".encode())
@@ -164,12 +168,15 @@ class _Relay:
 
     def on_frame(self, kind: bytes, payload: bytes) -> int | None:
         if kind == OUTPUT:
-            _write_all(self.stdout_fd, payload)
+            shown = self.guard.feed(payload)
+            if shown:
+                _write_all(self.stdout_fd, shown)
             return None
         info = json.loads(payload or b"{}")
         if kind == SESSION:
             self.say(f"attached to {self.unit} session {info.get('session')} (pid {info.get('pid')}); detach with {DETACH_KEY_NAME}")
         elif kind == ENDED:
+            _write_all(self.stdout_fd, self.guard.flush())
             self.say(f"session ended: {info.get('reason')}; waiting {REATTACH_WAIT:g}s for the next one")
         elif kind == CLOSE:
             self.say(str(info.get("reason", "closed")))

@@ -408,6 +408,7 @@ def check(app: AppContext) -> None:
     """
     from ..adapters.checks import agent_warnings
     from ..config.check import load_project_units
+    from ..config.runnable import own_launcher
     from ..config.stopbudget import stop_budget, stop_problem
     from ..config.unit_warnings import unit_warnings
     from .doctor_env import service_stop_limit
@@ -421,7 +422,8 @@ def check(app: AppContext) -> None:
     specs, errors = load_project_units(settings.units_path, settings.project_root)
     for name, spec in specs.items():
         click.echo(f"ok     {name}: {' '.join(spec.agent.command)}")
-        for warning in [*unit_warnings(spec, settings.stop_timeout), *agent_warnings(spec, settings)]:
+        for warning in [*unit_warnings(spec, settings.stop_timeout), *agent_warnings(spec, settings),
+                        *filter(None, [own_launcher(spec, settings.project_root)])]:
             click.echo(f"warn   {name}: {warning}")
     if daemon_running(settings):  # a window the agent reported that disagrees with the unit's
         rows = (client_call(settings, "status") or {}).get("units", [])  # type: ignore[union-attr]

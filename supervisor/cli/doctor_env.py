@@ -3,7 +3,9 @@
 One :class:`Finding` per check, each with what to do when it fails:
 
 * the agent CLIs the units name, and their versions against the verified ones;
-* git;
+* git, and what ``agentd sync`` runs of the person's git configuration
+  (their credential helpers, ssh command: named; one an agent may write: a
+  failure);
 * inotify watches against the project's folders;
 * user namespaces and Landlock (the scope fence, the end-to-end tests);
 * the state directory (the control socket's home): owner, mode, path length;
@@ -130,6 +132,47 @@ def check_git(root: Path, path_env: str) -> Finding:
                        "`git init` there: without git, a revert can only restore from snapshots")
     return Finding("git", Status.OK, f"git {version}; {root} is a work tree")
 
+
+def _person_git(root: Path) -> tuple[list[tuple[str, str]], list[tuple[str, bool]]] | None:
+    from ..memory.gitrepo import open_repo
+    from ..memory.gittransport import person_config, sync_urls
+
+    repo = open_repo(root)
+    return None if repo is None else (person_config(repo), sync_urls(repo))
+
+
+def check_sync(root: Path, specs: Mapping[str, UnitSpec], environ: Mapping[str, str]) -> Finding | None:
+    """What ``agentd sync``'s git runs of the person's configuration (libgit2 reads it: no git process), or
+    None outside git.  Their own commands are a warning that names them; one that runs a file a unit's agent
+    may write is a failure (config/runnable.py)."""
+    from ..config.runnable import command_problem
+    from ..memory.gitfiles import RepoError
+    from ..memory.gittransport import sync_runs
+    from ..memory.gitworker import run
+    from ..session.redact import redact_text
+
+    try:
+        found = run(_person_git, root, what="reading the git configuration")
+    except RepoError as exc:
+        return Finding("git sync", Status.WARN, f"cannot read the git configuration: {exc}", "see `agentd check`")
+    if found is None:
+        return None
+    runs, off = sync_runs(found[0], dict(environ), found[1])
+    pinned = f"; your {', '.join(off)} pinned off for it" if off else ""
+    for key, argv in runs:
+        problem = command_problem(f"your git config's {key}", argv, root, specs, root,
+                                  path_env=environ.get("PATH", ""))
+        if problem:
+            return Finding("git sync", Status.FAIL, f"`agentd sync` runs {problem}",
+                           f"point {key} at a program outside the project, or narrow those scopes")
+    if not runs:
+        return Finding("git sync", Status.OK, f"`agentd sync` runs no command of your git config for this "
+                       f"project's remotes{pinned}")
+    named = ", ".join(f"{key} ({redact_text(' '.join(argv).removeprefix('sh -c '))})" for key, argv in runs)
+    return Finding("git sync", Status.WARN, f"`agentd sync` runs, from your git config and environment for this "
+                   f"project's remotes: {named}{pinned}",
+                   "these are yours, run as you when a sync fetches or pushes (never the project's .git/config); "
+                   "keep what they run out of every unit's scope")
 
 # -- inotify -------------------------------------------------------------------------
 
@@ -343,6 +386,9 @@ def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -
                                 "`agentd check` names each problem"))
     findings.extend(check_agent(spec, root, path_env) for spec in specs.values())
     findings.append(check_git(root, path_env))
+    sync = check_sync(root, specs, environ) if shutil.which("git", path=path_env) else None
+    if sync is not None:
+        findings.append(sync)
     findings.append(check_inotify(root))
     findings.append(check_userns())
     findings.append(check_landlock())

@@ -65,6 +65,14 @@ def asked_module(module: str | None, global_: bool) -> str | None:
     return "global" if global_ else module
 
 
+def bounded_git() -> None:
+    """From here on this command's libgit2 work runs in a helper it kills after a while: a FIFO an agent put in
+    .git/ (or named .gitignore) would block libgit2 for ever, and a cron job's `agentd sync` with it."""
+    from ..memory.gitworker import isolate
+
+    isolate()
+
+
 # init / decide / note ---------------------------------------------------------------
 
 @click.command(epilog="""\b
@@ -126,6 +134,7 @@ def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], a
         return
     target = resolve_target(module, global_, scope)
     root = project_root()
+    bounded_git()
     with memory_errors():
         rec = record_decision(root, text, why, module=target.module, tags=tags, files=files,
                               alternatives=alternatives, scope_paths=target.scope)
@@ -189,15 +198,31 @@ def task(unit: str, text: str) -> None:
 @click.command("task-state", epilog="""\b
 Examples:
   agentd task-state "parser ported; next: the error messages"     # from an agent's shell: its module
+  agentd task-state --done "models ported, tests pass"             # an agent claims its plan task done
   agentd task-state "release frozen until the audit ends" --global""")
-@click.argument("text")
+@click.argument("text", required=False)
 @click.option("--module", help="whose task (default: $AGENTD_MODULE, $AGENTD_UNIT's module, global)")
 @click.option("--global", "global_", is_flag=True, help="the global task (current-task.md)")
-def task_state(text: str, module: str | None, global_: bool) -> None:
-    """Set the "State at interruption" line of the module's task: where the work stopped, what comes next."""
+@click.option("--done", is_flag=True,
+              help="inside a unit: claim that its plan task is done (agentd then runs the task's checks)")
+def task_state(text: str | None, module: str | None, global_: bool, done: bool) -> None:
+    """Set the "State at interruption" line of the module's task: where the work stopped, what comes next.
+
+    With --done (inside a unit), claim the unit's current plan task done: agentd
+    runs the task's checks itself, and the verdict comes as the agent's next message.
+    """
     from ..memory import AgentPaths, update_task_state
 
     inbox = channel_inbox()
+    if done:
+        if inbox is None:
+            raise click.ClickException("--done is an agent's claim that its plan task is done: it works inside a "
+                                       "unit (agentd gives its agents $AGENTD_INBOX); outside one there is no task "
+                                       "to claim (`agentd plan status` shows the runs)")
+        through_channel(inbox, "task-done", {"state": text, "session": os.environ.get("AGENTD_SESSION") or None})
+        return
+    if text is None:
+        raise click.UsageError("TEXT is required (where the work stopped, what comes next), unless --done")
     if inbox is not None:
         through_channel(inbox, "task-state", {"state": text, "module": asked_module(module, global_)})
         return
@@ -221,6 +246,7 @@ def sync_cmd(remote: str, branch: str, retries: int) -> None:
     from ..memory.sync import sync_memory
 
     person_only("sync")
+    bounded_git()
     with memory_errors():
         result = sync_memory(project_root(), remote=remote, branch=branch, retries=retries)
     click.echo(result.describe(remote, branch))

@@ -142,6 +142,15 @@ def check_plans(settings: Any, specs: dict[str, Any], errors: list[Any]) -> int:
     refused = {str(getattr(e, "path", "")).rsplit("/", 1)[-1].removesuffix(".toml"): getattr(e, "message", str(e))
                for e in errors}
     count = 0
+    notify = getattr(settings, "notify", None)
+    if notify is not None:  # the settings' [notify] runs outside every fence: never what an agent may write
+        from ..config.runnable import command_problem
+
+        problem = command_problem("[notify] command", notify.command, settings.project_root, specs,
+                                  settings.project_root)
+        if problem:
+            click.echo(f"error  settings: {problem}")
+            count += 1
     for name in plan_names(settings.project_root):
         try:
             spec = parse_plan(settings.project_root / "plans" / f"{name}.toml")

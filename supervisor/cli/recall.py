@@ -206,6 +206,14 @@ def wakeup_cmd(unit: str | None, module: str | None, scope: tuple[str, ...], bud
             raise click.UsageError("give a UNIT or --module, not both")
         spec = unit_spec(unit)
         if not scope and budget is None and decision_count == DEFAULT_DECISIONS:
+            if spec.wakeup.command:  # never run a script an agent may write (config/runnable.py), as start refuses it
+                from ..config.runnable import command_problem
+                from ..config.units import load_units
+
+                problem = command_problem("[wakeup] command", spec.wakeup.command, root,
+                                          load_units(spec.path.parent, None)[0], root)
+                if problem:
+                    raise click.ClickException(f"{spec.path.name}: {problem}")
             with memory_errors():  # exactly what the daemon gives the unit's next session
                 click.echo(unit_wakeup(spec, root).text, nl=False)
             return

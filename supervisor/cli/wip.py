@@ -14,7 +14,18 @@ from .context import AppContext, pass_app
 
 
 def _root(app: AppContext):  # -> Path
+    """The project root.  This process's libgit2 work goes to a helper it kills after a while (a FIFO planted
+    in .git/ would block it for ever), and agentd's record of the WIPs it made is in its state directory."""
+    from ..memory.gitworker import isolate
+
+    isolate()
     return app.paths.project_root
+
+
+def _record(app: AppContext):  # -> Path
+    from ..memory.wiprecord import DIR
+
+    return app.paths.state_path / DIR
 
 
 @click.group(epilog="""\b
@@ -41,10 +52,11 @@ Examples:
 @pass_app
 def list_cmd(app: AppContext, unit: str | None, as_json: bool) -> None:
     """List the saved WIP commits (of UNIT, or of every unit)."""
-    from ..memory.wip import WipError, list_wips
+    from ..memory.wip import WipError
+    from ..memory.wipview import list_wips
 
     try:
-        wips = list_wips(_root(app), unit)
+        wips = list_wips(_root(app), unit, _record(app))
     except WipError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -56,9 +68,14 @@ def list_cmd(app: AppContext, unit: str | None, as_json: bool) -> None:
         return
     from tabulate import tabulate
 
-    rows = [[w.unit, w.number, w.commit[:12], w.time, w.moment, w.session or "-",
-             f"{len(w.changes) + w.more} file(s)"] for w in wips]
+    from ..visible import visible
+
+    rows = [[w.unit, w.number, w.commit[:12], visible(w.time), visible(w.moment), visible(w.session or "-"),
+             f"{len(w.changes) + w.more} file(s)" + (" FOREIGN" if w.foreign else "")] for w in wips]
     click.echo(tabulate(rows, headers=["UNIT", "N", "COMMIT", "SAVED", "BEFORE", "SESSION", "FILES"]))
+    for w in wips:
+        if w.note:
+            click.echo(f"{w.unit} {w.number}: {w.note}")
 
 
 @wip.command("show", epilog="""\b
@@ -71,11 +88,14 @@ Examples:
 @pass_app
 def show_cmd(app: AppContext, unit: str, number: int | None, stat_only: bool) -> None:
     """Show UNIT's WIP commit NUMBER (default: the newest): its message, its files and its diff."""
-    from ..memory.wip import WipError, find_wip
-    from ..memory.wipview import show_wip
+    from ..memory.wip import WipError
+    from ..memory.wipview import find_wip, show_wip
+    from ..visible import visible
 
     try:
-        click.echo(show_wip(_root(app), find_wip(_root(app), unit, number), patch=not stat_only))
+        text = show_wip(_root(app), find_wip(_root(app), unit, number, _record(app)), patch=not stat_only)
+        # the message and the diff are the agent's bytes: their escapes made visible, line by line
+        click.echo("\n".join(visible(line).replace("\\t", "\t") for line in text.split("\n")))
     except WipError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -95,14 +115,15 @@ def restore_cmd(app: AppContext, unit: str, number: int | None, force: bool) -> 
     stay as they are, so `git status` then shows them as local changes.  A file
     that changed since the WIP was saved is not overwritten unless --force.
     """
-    from ..memory.wip import WipError, find_wip
-    from ..memory.wipview import restore_wip
+    from ..memory.wip import WipError
+    from ..memory.wipview import find_wip, restore_wip
+    from ..visible import visible
 
     try:
-        item = find_wip(_root(app), unit, number)
+        item = find_wip(_root(app), unit, number, _record(app))
         applied = restore_wip(_root(app), item, force=force)
     except WipError as exc:
         raise click.ClickException(str(exc)) from None
     for change in applied:
-        click.echo(change.describe())
+        click.echo(visible(change.describe()))
     click.echo(f"restored {len(applied)} file(s) from {item.ref} ({item.commit[:12]})")

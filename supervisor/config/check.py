@@ -9,6 +9,9 @@
   ``checkpoint_at`` above ``hard_limit``, a ``workdir`` outside the project;
 * two enabled units whose writable scopes overlap are both refused, unless
   the overlap is listed as ``shared`` in both;
+* a unit whose ``[wakeup] command`` runs a file an agent may write, or whose
+  ``[agent] command`` runs one another unit's agent may write
+  (:mod:`.runnable`);
 * a unit that ``requires`` a unit that does not exist, or that is refused, is
   refused too (it could never start: ``reload`` left it inactive while
   ``check`` said ok), except under ``run-unit`` where the service manager
@@ -99,6 +102,11 @@ def load_project_units(units_dir: Path, root: Path, only: set[str] | None = None
         missing = sorted(only - set(specs) - {e.path.name.removesuffix(".toml") for e in errors})
         errors += [UnitError(units_dir / f"{n}.toml", "no such unit file") for n in missing]
     specs, inconsistent = refuse_inconsistent(specs, root)
+    if commands:  # a command whose script an agent may write runs the agent's code (config/runnable.py)
+        from .runnable import refuse_agent_writable
+
+        specs, agent_writable = refuse_agent_writable(specs, root)
+        inconsistent += agent_writable
     specs, cycle_errors = refuse_cycles(specs)
     specs, overlap_errors = refuse_overlaps(specs, root)
     errors += inconsistent + cycle_errors + overlap_errors

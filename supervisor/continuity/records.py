@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import append_jsonl, read_jsonl
-from ..session.redact import redact_text
+from ..session.redact import redact_value
 
 
 @dataclass
@@ -53,17 +53,7 @@ def history_path(state_dir: Path, unit: str) -> Path:
 
 def append_history(state_dir: Path, record: CycleRecord) -> None:
     """Append the record; its text (notes, outcome, reasons) is redacted first."""
-    append_jsonl(history_path(state_dir, record.unit), _redacted(record.as_dict()))
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
+    append_jsonl(history_path(state_dir, record.unit), redact_value(record.as_dict()))
 
 
 def read_history(state_dir: Path, unit: str) -> Iterator[dict[str, Any]]:

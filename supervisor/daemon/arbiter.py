@@ -120,7 +120,8 @@ class Arbiter:
         await self.web.open(table)  # serves now with [web] enabled, else when `agentd web` asks
         log.info("daemon_started", pid=os.getpid(), version=__version__, root=str(self.root))
         self.spawn(self._ticker())
-        self.spawn(Inbox(self.root, self.settings.state_path, lambda: {n: u.spec for n, u in self.units.items()}).run())
+        self.spawn(Inbox(self.root, self.settings.state_path, lambda: {n: u.spec for n, u in self.units.items()},
+                         claim=self.plans.claimed).run())
         self._scope.start_if_needed()
         indexer = start_indexer(self.settings)  # the event index, on a thread of its own
         startup = self.spawn(self._start_all(catch_up))
@@ -271,6 +272,10 @@ class Arbiter:
         from ..memory.wip import clean_leftovers
 
         isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
+        from ..memory.wiprecord import record_in
+        from ..scope.fencing import hidden_state
+
+        record_in(hidden_state(self.settings.state_path))  # the WIP commits it makes, where no agent writes
         try:
             init_store(self.root)
         except OSError as exc:

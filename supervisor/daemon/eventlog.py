@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from ..session.redact import redact_text
+from ..session.redact import redact_text, redact_value
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
@@ -112,7 +112,7 @@ class _Tee:
         self._why: str | None = None
 
     def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> str:
-        event = {key: _redacted(value) for key, value in event.items()}
+        event = {key: redact_value(value) for key, value in event.items()}
         if self._fd >= 0:
             line = redact_text(json.dumps(event, default=str, separators=(",", ":"))) + "\n"
             with self._lock:
@@ -148,16 +148,6 @@ class _Tee:
         except OSError:
             pass
         return False
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redacted(v) for v in value]
-    return value
 
 
 class _ToStructlog(logging.Handler):

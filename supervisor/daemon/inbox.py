@@ -32,6 +32,12 @@ unit's checkpoint).  For each request:
 Decisions are recorded with ``by: <unit>``; notes, facts and the task state
 belong to the unit's module.  ``.alive`` in each inbox is touched every few
 seconds, so a command knows whether to wait for an answer.
+
+``task-done`` (``agentd task-state --done``) is the agent's claim that its
+plan task is done: after the optional state line is written, the claim goes
+to ``claim`` (:meth:`supervisor.plan.service.PlanService.claimed`) for the
+unit whose inbox it came from, on the daemon's loop, and its answer (the
+check is queued, or why the claim is ignored) is the reply.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import sys
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +87,10 @@ RATE = 60
 WORKERS = 4
 #: Top-level names a request may never name: git's, the memory store's (the daemon writes them).
 _NEVER = (".git", ".agent")
+#: The longest a claim waits for the plan's answer.
+CLAIM_TIMEOUT = 30.0
+#: What a claim is handed to: (unit, session or None, the task named or None, how it came) -> the plan's answer.
+Claim = Callable[[str, "str | None", "str | None", str], Awaitable[Mapping[str, Any]]]
 
 
 def _literal_prefix(glob: str) -> str:
@@ -98,8 +108,10 @@ class Inbox:
 
     def __init__(self, root: Path, state_dir: Path, specs: Callable[[], Mapping[str, UnitSpec]], *,
                  environ: Mapping[str, str] | None = None, interval: float = 0.2,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, claim: Claim | None = None) -> None:
         self.root = Path(root).resolve()
+        self.claim = claim
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.state_dir = Path(state_dir).resolve()
         self.specs = specs
         self.environ = dict(os.environ if environ is None else environ)
@@ -117,7 +129,7 @@ class Inbox:
         """Serve the inboxes until cancelled: each pass lists them (a thread), then each unit's requests are
         applied in a thread of their own, one unit at a time at most once: a unit with slow requests (a
         snapshot of a large scope) never holds up another unit's checkpoint."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         # threads of its own: requests that wait on worker processes never take the daemon's other threads
         pool = ThreadPoolExecutor(max_workers=WORKERS + 1, thread_name_prefix="agentd-inbox")
         tasks: dict[str, asyncio.Future[int]] = {}
@@ -244,8 +256,13 @@ class Inbox:
             request = parse_request(data)
             op = request.op
             module, scope = self.policy(unit, spec, request)
-            reply = self._work({"root": str(self.root), "module": module, "scope": scope, "unit": unit,
-                                "request": {"v": 1, "op": request.op, "args": request.args}})
+            if request.op == "task-done" and not (request.args.get("state") or "").strip():
+                reply = {"ok": True, "text": ""}  # a claim alone: nothing to write
+            else:
+                reply = self._work({"root": str(self.root), "module": module, "scope": scope, "unit": unit,
+                                    "request": {"v": 1, "op": request.op, "args": request.args}})
+            if request.op == "task-done" and reply.get("ok"):
+                reply = self._claimed(unit, request.args.get("session"), str(reply.get("text") or ""))
         except (ChannelError, OSError) as exc:
             reply = {"ok": False, "text": f"refused: {exc}" if isinstance(exc, ChannelError) else f"unreadable: {exc.strerror}"}
         ok, text = bool(reply.get("ok")), str(reply.get("text", ""))
@@ -256,6 +273,26 @@ class Inbox:
         log.info("memory_request", unit=unit, op=op, ok=ok, result=redact_text(text[:300], spec.agent.env))
         if ok and op == "decide":
             self._sync_after_decision()
+
+    def _claimed(self, unit: str, session: str | None, written: str) -> dict[str, Any]:
+        """Hand ``unit``'s claim to the plan (on the daemon's loop when it runs); the reply to the agent."""
+        head = f"{written}\n" if written else ""
+        if self.claim is None:
+            return {"ok": False, "text": f"{head}not claimed: no plan runs in this daemon"}
+        coro = self.claim(unit, session or None, None, "task-state --done")
+        try:
+            if self._loop is not None and self._loop.is_running():
+                answer = asyncio.run_coroutine_threadsafe(coro, self._loop).result(CLAIM_TIMEOUT)
+            else:  # scan() called without the daemon's loop (tests, tools)
+                answer = asyncio.run(coro)
+        except Exception as exc:  # noqa: BLE001 - a claim that could not be made is the agent's answer, not a crash
+            log.error("plan_claim_failed", unit=unit, error=f"{type(exc).__name__}: {exc}")
+            return {"ok": False, "text": f"{head}not claimed: the plan could not take it ({type(exc).__name__})"}
+        log.info("plan_claim", unit=unit, via="task-state --done", **{k: v for k, v in answer.items() if k != "unit"})
+        if "checking" in answer:
+            return {"ok": True, "text": f"{head}claimed: agentd now checks task {answer['checking']} (attempt "
+                                        f"{answer.get('attempt')}); the verdict comes as your next message"}
+        return {"ok": False, "text": f"{head}not claimed: {answer.get('ignored') or answer}"}
 
     def _admit(self, unit: str) -> None:
         """At most RATE requests of one unit a minute (each costs a worker process): ChannelError beyond."""

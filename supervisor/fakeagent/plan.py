@@ -19,6 +19,7 @@ work lines, no edit, no claim).  Actions:
 ``claim``          say ``TASK DONE: T`` as the last line of the reply, and report it
                    the way Claude Code's Stop hook does: ``agentd notify`` with
                    ``{"hook_event_name": "Stop", "last_assistant_message": ...}``
+``claim-channel``  claim through the memory channel: ``agentd task-state --done TEXT``
 anything else      a fake agent command (``work N``, ``run ...``, ``sleep S`` ...)
 
 A message about a task the script does not name is an ordinary task message.
@@ -70,9 +71,20 @@ class PlanScript:
                 out(f"wrote {path}\n")
             elif name == "claim":
                 self.claim(task, attempt)
+            elif name == "claim-channel":
+                self.claim_channel(task, attempt)
             else:
                 agent.run_command(action)
         return True
+
+    def claim_channel(self, task: str, attempt: int) -> None:
+        try:
+            result = subprocess.run([*self.agentd(), "task-state", "--done", f"task {task} attempt {attempt} finished"],
+                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out(f"claim not made: {exc}\n")
+            return
+        out(f"{result.stdout.strip() or result.stderr.strip()}\n")
 
     def claim(self, task: str, attempt: int) -> None:
         message = f"I finished task {task} (attempt {attempt}).\nTASK DONE: {task}"

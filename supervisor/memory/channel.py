@@ -62,9 +62,13 @@ OPS: dict[str, dict[str, tuple[str, int]]] = {
     "task-state": {"state": (_TEXT, 4000), "task": (_TEXT, 4000), "module": (_TEXT, 64)},
     "fact-add": {"text": (_TEXT, 2000), "source": (_TEXT, 600), "module": (_TEXT, 64)},
     "fact-invalidate": {"id": (_TEXT, 64), "why": (_TEXT, 2000)},
+    # `agentd task-state --done`: the unit's claim that its plan task is done (and, optionally, where it stands).
+    # Which unit claims is the inbox; "session" ($AGENTD_SESSION) only narrows it (a claim from an older
+    # session of the unit is ignored), it never names another unit.
+    "task-done": {"state": (_TEXT, 4000), "session": (_TEXT, 64)},
 }
 REQUIRED = {"note": ("text", "kind"), "decide": ("text", "why"), "task-state": ("state",),
-            "fact-add": ("text", "source"), "fact-invalidate": ("id", "why")}
+            "fact-add": ("text", "source"), "fact-invalidate": ("id", "why"), "task-done": ()}
 LIST_ITEM_MAX = 512
 #: Control characters, line and paragraph separators, bidirectional overrides and isolates.
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -222,9 +226,11 @@ def apply(root: Path, request: Request, module: str | None, scope: Sequence[str]
                               files=args.get("files", ()), alternatives=args.get("alternatives", ""),
                               scope_paths=scope, by=unit)
         return f"{paths.rel(rec.path)}: {rec.line}"
-    if request.op == "task-state":
+    if request.op == "task-state" or (request.op == "task-done" and (args.get("state") or "").strip()):
         info = update_task_state(paths, args["state"], module=module)
         return f"{paths.rel(paths.task(module))}: State at interruption: {info.state}"
+    if request.op == "task-done":
+        return ""
     if request.op == "fact-add":
         rel = parse_source(args["source"])[0]
         target = Path(root) / rel

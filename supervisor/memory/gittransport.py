@@ -33,6 +33,10 @@ removed when the sync ends:
   characters; a local remote (a path, ``file://``) runs its upload-pack and
   receive-pack with hooks and fsmonitor off (a repository on this machine may
   be one an agent can write).
+
+What of the person's own configuration a sync does run (their ssh command,
+credential helpers, askpass, git proxy, and the environment's ``GIT_SSH*``)
+:func:`sync_runs` names, for ``agentd doctor --env``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,12 +128,36 @@ def _base_dirs() -> list[Path]:
     return [*out, Path(cache) / "agentd", Path(tempfile.gettempdir())]
 
 
+@dataclass(frozen=True)
+class Remote:
+    """What a transport needs of the project's repository, read with libgit2 (:func:`remote_of`): plain data, so
+    the reading can run in a helper process that is killed when the repository blocks (a FIFO)."""
+
+    top: Path  # the work tree (git's working directory)
+    objects: Path  # the project's object database
+    fetch_url: str
+    push_url: str
+    object_format: str | None
+    person: tuple[tuple[str, str], ...]  # the person's own configuration entries (person_config)
+
+
+def remote_of(repo: Repo, remote: str) -> Remote:
+    """The transport's view of ``repo`` and its ``remote``; TransportError when the remote is absent or unusable."""
+    fetch_url, push_url = remote_urls(repo, remote)
+    try:
+        fmt = repo.git.config["extensions.objectformat"]
+    except KeyError:
+        fmt = None
+    return Remote(repo.top, repo.common_dir / "objects", fetch_url, push_url, fmt or None,
+                  tuple(person_config(repo)))
+
+
 class Transport:
     """A private git directory for one sync (see the module docstring); use it as a context manager."""
 
-    def __init__(self, repo: Repo, remote: str) -> None:
-        self.repo = repo
-        self.fetch_url, self.push_url = remote_urls(repo, remote)
+    def __init__(self, remote: Remote) -> None:
+        self.remote = remote
+        self.fetch_url, self.push_url = remote.fetch_url, remote.push_url
         self.dir: Path | None = None
 
     def __enter__(self) -> Transport:
@@ -160,25 +189,21 @@ class Transport:
         path = self.dir / "config"
         path.write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n", encoding="utf-8")
         config = pygit2.Config(str(path))
-        try:
-            fmt = self.repo.git.config["extensions.objectformat"]
-        except KeyError:
-            fmt = None
-        if fmt:
+        if self.remote.object_format:
             config["core.repositoryformatversion"] = "1"
-            config["extensions.objectformat"] = fmt
-        for entry in person_config(self.repo):
+            config["extensions.objectformat"] = self.remote.object_format
+        for entry in self.remote.person:
             config.set_multivar(entry[0], "^$-agentd-never-matches", entry[1])
 
     def run(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
         assert self.dir is not None
         env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-        env.update({"GIT_DIR": str(self.dir), "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
+        env.update({"GIT_DIR": str(self.dir), "GIT_OBJECT_DIRECTORY": str(self.remote.objects),
                     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_PROTOCOL_FROM_USER": "0",
                     "GIT_TERMINAL_PROMPT": "0"})
         argv = ["git", *(a for key, value in PINS for a in ("-c", f"{key}={value}")), *args]
         try:
-            proc = subprocess.run(argv, cwd=self.repo.top, capture_output=True, timeout=GIT_TIMEOUT, env=env,
+            proc = subprocess.run(argv, cwd=self.remote.top, capture_output=True, timeout=GIT_TIMEOUT, env=env,
                                   stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             raise TransportError(f"git {args[0]} gave no answer within {GIT_TIMEOUT:g}s") from None
@@ -220,6 +245,97 @@ class Transport:
             return ""
         text = (proc.stdout + proc.stderr).decode(errors="replace").strip().splitlines()
         return text[-1] if text else f"git push exited {proc.returncode}"
+
+
+#: The person's keys that git runs as a command in a fetch or push, and that :data:`PINS` leaves in force.
+_RUNS = re.compile(r"core\.sshcommand|core\.gitproxy|core\.askpass|credential\.(.+\.)?helper", re.I)
+#: The person's keys that would run a command but are pinned off for a sync.
+_PINNED_OFF = frozenset({"core.hookspath", "core.fsmonitor", "core.alternaterefscommand", "core.pager"})
+#: Environment variables naming a program git runs (the daemon's environment passes to the transport).
+ENV_RUNS = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND")
+
+
+def url_kind(url: str) -> str:
+    """``ssh``, ``http`` (https too), ``git``, ``local``, or the remote helper's name (``name::url``)."""
+    if is_local(url):
+        return "local"
+    helper = re.match(r"([A-Za-z0-9][A-Za-z0-9+.-]*)::", url)
+    if helper:
+        return helper.group(1)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "ssh"  # host:path is ssh
+    return {"https": "http", "git+ssh": "ssh", "ssh+git": "ssh"}.get(scheme, scheme)
+
+
+def _rewritten(url: str, person: list[tuple[str, str]], push: bool) -> str:
+    """``url`` after the person's ``url.<base>.insteadOf`` (``pushInsteadOf`` for a push): longest match wins."""
+    best = ("", "")
+    for name, value in person:
+        low = name.lower()
+        keys = (".insteadof", ".pushinsteadof") if push else (".insteadof",)
+        if low.startswith("url.") and low.endswith(keys) and url.startswith(value) and len(value) > len(best[1]):
+            best = (name[4:name.rindex(".")], value)
+    return best[0] + url[len(best[1]):] if best[1] else url
+
+
+def _credential_for(pattern: str, url: str) -> bool:
+    """Whether ``credential.<pattern>.helper`` applies to ``url`` (scheme and host, ``*`` in the host; path prefix)."""
+    from fnmatch import fnmatchcase
+    from urllib.parse import urlsplit
+
+    want, got = urlsplit(pattern), urlsplit(url)
+    if want.scheme and want.scheme != got.scheme:
+        return False
+    if want.hostname and not fnmatchcase(got.hostname or "", want.hostname):
+        return False
+    return not want.path.strip("/") or got.path.strip("/").startswith(want.path.strip("/"))
+
+
+def sync_runs(person: list[tuple[str, str]], environ: dict[str, str], urls: list[tuple[str, bool]]
+              ) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """What a sync's git runs of the person's configuration (:func:`person_config`) and environment for the
+    remote ``urls`` ((url, for a push)): each (key, the argv git runs: a shell where git uses one), and the
+    person's keys it pins off.  An ssh command for ssh remotes, credential helpers and askpass for http ones
+    whose URL they match, a git proxy for git:// ones."""
+    targets = [_rewritten(url, person, push) for url, push in urls]
+    kinds = {url_kind(u) for u in targets}
+    runs: list[tuple[str, list[str]]] = []
+    off: list[str] = []
+    for name, value in person:
+        low = name.lower()
+        if low in _PINNED_OFF and value.strip() and name not in off:
+            off.append(name)
+        if not _RUNS.fullmatch(low) or not value.strip():
+            continue  # an empty helper resets the list: nothing runs for it
+        if low.startswith("credential."):
+            pattern = name[len("credential."):-len(".helper")]
+            if not any(url_kind(u) == "http" and (not pattern or _credential_for(pattern, u)) for u in targets):
+                continue
+            if not value.startswith("!") and not os.path.isabs(value.split()[0]):
+                words = value.split()
+                runs.append((name, [f"git-credential-{words[0]}", *words[1:]]))  # git credential-NAME
+            else:
+                runs.append((name, ["sh", "-c", value.removeprefix("!")]))
+        elif low == "core.sshcommand" and "ssh" in kinds:
+            runs.append((name, ["sh", "-c", value]))
+        elif (low == "core.askpass" and "http" in kinds) or (low == "core.gitproxy" and "git" in kinds):
+            runs.append((name, [value]))
+    for key in ENV_RUNS:
+        wanted = "http" if key.endswith("ASKPASS") else "git" if key == "GIT_PROXY_COMMAND" else "ssh"
+        if environ.get(key) and wanted in kinds:
+            runs.append((f"${key}", ["sh", "-c", environ[key]] if key == "GIT_SSH_COMMAND" else [environ[key]]))
+    return runs, off
+
+
+def sync_urls(repo: Repo) -> list[tuple[str, bool]]:
+    """Every remote's fetch and push URL in the project's config ((url, for a push)): what a sync may reach."""
+    out: list[tuple[str, bool]] = []
+    for entry in repo.git.config:
+        low = entry.name.lower()
+        if low.startswith("remote.") and low.endswith((".url", ".pushurl")) and entry.value:
+            out.append((entry.value.strip(), True))
+            if low.endswith(".url"):
+                out.append((entry.value.strip(), False))
+    return out
 
 
 def person_config(repo: Repo) -> list[tuple[str, str]]:

@@ -7,13 +7,16 @@ that open for ever and, with it, every thread of the daemon.  (The git CLI
 blocked too, but in a process agentd killed after a minute.)
 
 So the daemon (:func:`isolate`, at its start) sends its git work (WIP saves,
-the scope's files, a revert's source, the leftovers' cleanup) to one helper,
+the scope's files, a revert's source, the leftovers' cleanup, every plan's
+snapshots, candidates, checkouts and commits, sync's merges) to one helper,
 ``python -m supervisor.memory.gitworker``: one request at a time, each given at
 most :data:`GIT_TIMEOUT`.  A request that does not answer in time kills the
 helper and fails with the reason (:class:`~.gitpaths.RepoError`);
 the next request starts a fresh helper.  The helper dies with the daemon (its
-stdin closes; ``PR_SET_PDEATHSIG`` as well).  Commands run by hand or by an
-agent call libgit2 in their own process, which a person can interrupt.
+stdin closes; ``PR_SET_PDEATHSIG`` as well).  The commands a cron job or a
+person runs unattended isolate their git work the same way (``agentd sync``,
+``agentd wip``, ``agentd decide``): a planted FIFO is an error naming it after
+:data:`GIT_TIMEOUT`, never a hang.
 
 Requests name a function of agentd's own (``module:qualname``, under
 ``supervisor.``) and its arguments; both ways are pickled: the helper is the
@@ -135,12 +138,14 @@ GIT_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
 
 
-def run(fn: Callable[..., T], *args: Any, what: str) -> T:
-    """``fn(*args)``: in the helper when this process isolates its git work (the daemon), else right here."""
+def run(fn: Callable[..., T], *args: Any, what: str, timeout: float | None = None) -> T:
+    """``fn(*args)``: in the helper when this process isolates its git work (the daemon, and the commands a
+    cron job may run: ``agentd sync``, ``wip``, ``decide``), else right here.  ``timeout``: the longest the
+    helper may take (a checkout of a large tree may need more than one read of a scope)."""
     helper = _WORKER
     if helper is None:
         return fn(*args)
-    return helper.call(fn, args, what, GIT_TIMEOUT)
+    return helper.call(fn, args, what, timeout or GIT_TIMEOUT)
 
 
 def isolate() -> GitWorker:

@@ -249,17 +249,31 @@ def _open(paths: AgentPaths) -> Repo:
     return repo
 
 
-def _fetch(transport: Any, store: SyncTree, remote: str, branch: str, local_ref: str) -> str | None:
-    """The remote's memory branch tip, its objects fetched (None when the remote has no such branch yet);
-    the project's ``refs/remotes/<remote>/<branch>`` follows it."""
+# -- the libgit2 steps: each runs in the process's git helper when it has one (see sync_memory) --
+
+def _remote(root: Path, remote: str) -> Any:
+    """What the transport needs of the repository (gittransport.Remote)."""
+    from .gittransport import remote_of
+
+    return remote_of(_open(AgentPaths(root)), remote)
+
+
+def _haves(root: Path, refs: tuple[str, ...]) -> list[str]:
+    """Commits both sides may share (the fetch then sends only what is new)."""
+    paths = AgentPaths(root)
+    store = SyncTree(paths, _open(paths))
+    return [c for c in (store.rev(ref) for ref in refs) if c]
+
+
+def _round(root: Path, local_ref: str, tracking: str, tip: str | None, host: str) -> _Round:
+    """The project's ``refs/remotes/<remote>/<branch>`` follows the fetched tip; then one merge round."""
     import pygit2
 
-    tracking = f"refs/remotes/{remote}/{branch}"
-    haves = [c for c in (store.rev(local_ref), store.rev(tracking)) if c]
-    tip = transport.fetch(branch, haves)
+    paths = AgentPaths(root)
+    store = SyncTree(paths, _open(paths))
     if tip is not None:
         store.repo.git.references.create(tracking, pygit2.Oid(hex=tip), force=True)
-    return tip
+    return _merge_round(store, local_ref, tip, host)
 
 
 def sync_memory(
@@ -271,9 +285,17 @@ def sync_memory(
     backoff: float = 0.2,
     now: datetime | None = None,
 ) -> SyncResult:
-    """Pull and push the memory through ``remote``'s ``branch`` (see the module docstring)."""
+    """Pull and push the memory through ``remote``'s ``branch`` (see the module docstring).
+
+    Its libgit2 work (reading the repository, the merge rounds) runs in the
+    process's git helper when it has one (:mod:`.gitworker`: the daemon's
+    after-decision sync, ``agentd sync``), so a FIFO an agent planted in
+    ``.git/`` is an error after a while, never a sync that hangs for ever.
+    """
+    from .gitfiles import RepoError
     from .gitrepo import GitError
     from .gittransport import Transport, TransportError
+    from .gitworker import run
 
     paths = AgentPaths(Path(root))
     require_store(paths)
@@ -283,16 +305,14 @@ def sync_memory(
         if where.is_symlink():  # the merge writes there: through a link, it would write wherever it points
             raise SyncError(f"{paths.rel(where)} is a symlink: agentd sync writes only into a real directory "
                             "(replace the link by the directory it should be)")
-    repo = _open(paths)
     try:
-        transport = Transport(repo, remote)
-    except TransportError as exc:
+        transport = Transport(run(_remote, paths.root, remote, what="agentd sync: reading the repository"))
+    except (TransportError, RepoError) as exc:
         raise SyncError(str(exc)) from None
     host = socket.gethostname() or "localhost"
-    store = SyncTree(paths, repo)
     ensure_git_metadata(paths)  # the union attributes must be in the work tree for the merge to use them
     (paths.local / "sync.index").unlink(missing_ok=True)  # what a sync of an older version, killed, left
-    local_ref = f"refs/heads/{branch}"
+    local_ref, tracking = f"refs/heads/{branch}", f"refs/remotes/{remote}/{branch}"
     previous = read_record(paths) or SyncRecord(remote=remote, branch=branch)
     error = ""
     with file_lock(paths.sync_lock):
@@ -303,10 +323,15 @@ def sync_memory(
         try:
             for attempt in range(1, max(1, retries) + 1):
                 try:
-                    tip = _fetch(transport, store, remote, branch, local_ref)
+                    tip = transport.fetch(branch, run(_haves, paths.root, (local_ref, tracking),
+                                                      what="agentd sync: reading its branch"))
                     with store_lock(paths):
-                        done = _merge_round(store, local_ref, tip, host)
+                        done = run(_round, paths.root, local_ref, tracking, tip, host,
+                                   what="agentd sync: merging the memory")
                     error = "" if done.commit == tip else transport.push(branch, done.commit)
+                except RepoError as exc:  # the repository blocks (a FIFO): trying again would block again
+                    error = str(exc)
+                    break
                 except (SyncError, TransportError, GitError, OSError, KeyError, ValueError) as exc:
                     error = str(exc)
                 if not error:
@@ -321,7 +346,7 @@ def sync_memory(
         stamp = format_time(now or datetime.now())
         write_json(paths.sync_state, asdict(previous) | {"remote": remote, "branch": branch,
                                                           "last_attempt": stamp, "error": error})
-    raise SyncError(f"sync with {remote}/{branch} failed after {retries} attempt(s): {error}")
+    raise SyncError(f"sync with {remote}/{branch} failed after {attempt} attempt(s): {error}")
 
 
 def _record_success(paths: AgentPaths, previous: SyncRecord, remote: str, branch: str, done: _Round,

@@ -24,6 +24,12 @@ HEAD, the branch, the real index and the work tree are never written.
 commit message names the unit, the session, the moment and the files.  Old
 refs are thinned: each unit keeps its newest :data:`KEEP`.  Showing and
 restoring a saved commit: :mod:`.wipview`.
+
+The refs are in ``.git/``, which agents can write: so the commit ids agentd
+made are recorded in its state directory (:mod:`.wiprecord`), and listing,
+restoring and thinning go by that record.  A ref the record does not hold
+is listed as *foreign* and never restored or thinned; a recorded ref an
+agent deleted or moved is put back at the next save.
 :func:`clean_leftovers` removes the temporary index files older versions left
 in ``.git/`` when killed mid-save (the daemon calls it at start).
 """
@@ -78,6 +84,8 @@ class Wip:
     changes: tuple[Change, ...] = ()
     stat: str = ""  # "2 files changed, 3 insertions(+), 1 deletion(-)"
     more: int = 0  # changed files beyond those named in the message
+    foreign: bool = False  # a ref agentd's record does not hold: made or moved by whoever can write .git
+    note: str = ""  # what is wrong with it (its ref deleted or moved; its commit gone)
 
     @property
     def ref(self) -> str:
@@ -86,7 +94,8 @@ class Wip:
     def as_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "number": self.number, "ref": self.ref, "commit": self.commit, "base": self.base,
                 "time": self.time, "moment": self.moment, "session": self.session,
-                "changes": [c.describe() for c in self.changes], "more": self.more, "stat": self.stat}
+                "changes": [c.describe() for c in self.changes], "more": self.more, "stat": self.stat,
+                "foreign": self.foreign, "note": self.note}
 
 
 def _unit_name(unit: str) -> str:
@@ -117,21 +126,43 @@ def changed_paths(root: Path, scope: Sequence[str]) -> list[str]:
     return _changed(_open(root), scope)
 
 
+def _record(record: Path | None) -> Path | None:
+    from .wiprecord import where
+
+    return record if record is not None else where()
+
+
 def save_wip(root: Path, unit: str, scope: Sequence[str], *, moment: str, session: str | None = None,
-             keep: int = KEEP) -> Wip | None:
+             keep: int = KEEP, record: Path | None = None) -> Wip | None:
     """Save the scope's uncommitted work as ``refs/agentd/wip/<unit>/<n>`` (module docstring); None when
     nothing differs from HEAD.  Raises :class:`WipError`.  In the daemon the work runs in its git helper
-    (:mod:`.gitworker`), given at most a bounded time."""
+    (:mod:`.gitworker`), given at most a bounded time.  ``record``: where agentd records the commits it made
+    (default: :func:`.wiprecord.where`)."""
     from .gitfiles import RepoError
     from .gitworker import run
 
     _unit_name(unit)
     try:
-        return run(_save, root, unit, list(scope), moment, session, keep, what=f"the WIP save of {unit}")
+        return run(_save, root, unit, list(scope), moment, session, keep, _record(record),
+                   what=f"the WIP save of {unit}")
     except WipError:
         raise
     except RepoError as exc:
         raise WipError(str(exc)) from None
+
+
+def scope_tree(repo: Repo, scope: Sequence[str]) -> tuple[str, list[str]]:
+    """HEAD's tree with the scope's files as they are on disk now (changed, staged, untracked, deleted; ignored
+    ones out), their blobs stored; and the files too large to store (left as HEAD has them).  The one way
+    agentd takes a scope's work into git: a WIP commit's tree, a plan task's snapshot.  Writes no index file
+    and nothing of the checkout; reads a file only as a regular file or a symlink's text (never a FIFO)."""
+    head = repo.head()
+    base = head.tree if head is not None else None
+    paths = _changed(repo, scope)
+    if not paths:
+        return (str(base.id) if base is not None else EMPTY_TREE), []
+    on_disk, too_large = _changes_on_disk(repo, paths)
+    return repo.tree_with(base, on_disk), too_large
 
 
 def _changes_on_disk(repo: Repo, paths: list[str]) -> tuple[dict[str, tuple[str, int] | None], list[str]]:
@@ -148,33 +179,39 @@ def _changes_on_disk(repo: Repo, paths: list[str]) -> tuple[dict[str, tuple[str,
     return changes, too_large
 
 
-def _save(root: Path, unit: str, scope: Sequence[str], moment: str, session: str | None, keep: int) -> Wip | None:
+def _save(root: Path, unit: str, scope: Sequence[str], moment: str, session: str | None, keep: int,
+          record: Path | None = None) -> Wip | None:
+    from . import wiprecord
     from .gitrepo import GitError
 
     repo = _open(root)
     try:
-        paths = _changed(repo, scope)
-        if not paths:
-            return None
         head = repo.head()
         base = head.tree if head is not None else None
-        on_disk, too_large = _changes_on_disk(repo, paths)
-        tree = repo.tree_with(base, on_disk)
+        tree, too_large = scope_tree(repo, scope)
         if tree == (str(base.id) if base is not None else EMPTY_TREE):
             return None
         changes, stat_line = _diff(repo, base, tree)
         if not changes:
             return None
         parent = str(head.id) if head is not None else None
+        entries = wiprecord.read(record, unit) if record is not None else None
         numbers = _numbers(repo, unit)
-        same = _newest_if_same(repo, unit, numbers, tree, parent)
+        same = _newest_if_same(repo, unit, numbers, tree, parent, entries)
         if same is not None:
             return same  # a crash loop saves the same work once
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         commit = repo.commit(tree, [parent] if parent else [],
                              _message(unit, moment, session, when, changes, stat_line, too_large))
-        number, numbers = _create_ref(repo, unit, commit, numbers)
-        _thin(repo, unit, keep, numbers)
+        if entries is None:
+            number, numbers = _create_ref(repo, unit, commit, numbers)
+            _thin(repo, unit, keep, numbers)
+        else:
+            taken = sorted({*numbers, *(e.number for e in entries)})
+            number, _ = _create_ref(repo, unit, commit, taken)
+            entries.append(wiprecord.Entry(number, commit, when))
+            wiprecord.add(record, unit, entries[-1])
+            _thin_recorded(repo, unit, keep, entries, record)
     except (GitError, OSError) as exc:
         raise WipError(f"git: {exc}") from None
     shown = tuple(changes[:FILES_IN_MESSAGE])
@@ -225,14 +262,33 @@ def _diff(repo: Repo, base: Any, tree: str) -> tuple[list[Change], str]:
         return changes, f"{len(changes)} file{'s' if len(changes) != 1 else ''} changed"
 
 
-def _newest_if_same(repo: Repo, unit: str, numbers: list[int], tree: str, head: str | None) -> Wip | None:
-    """The unit's newest WIP (of ``numbers``) when it already holds exactly ``tree`` on ``head``."""
-    if not numbers:
-        return None
-    commit = repo.git.get(repo.git.references[f"{REF_ROOT}/{unit}/{numbers[-1]}"].target)
+def _newest_if_same(repo: Repo, unit: str, numbers: list[int], tree: str, head: str | None,
+                    entries: list[Any] | None = None) -> Wip | None:
+    """The unit's newest WIP (the newest recorded one; without a record, the newest of ``numbers``) when it
+    already holds exactly ``tree`` on ``head`` (its ref put back if an agent deleted or moved it)."""
+    if entries is not None:
+        if not entries:
+            return None
+        number, commit = entries[-1].number, repo.git.get(entries[-1].commit)
+    else:
+        if not numbers:
+            return None
+        number = numbers[-1]
+        commit = repo.git.get(repo.git.references[f"{REF_ROOT}/{unit}/{number}"].target)
     if commit is None or str(commit.tree_id) != tree or [str(p) for p in commit.parent_ids] != ([head] if head else []):
         return None
-    return next((w for w in _list(repo, unit) if w.number == numbers[-1]), None)
+    if entries is not None:
+        _put_back(repo, unit, number, str(commit.id))
+    return _from_commit(unit, number, commit)
+
+
+def _put_back(repo: Repo, unit: str, number: int, commit: str) -> None:
+    """Make the ref of a recorded WIP point at its commit again (an agent may have deleted or moved it)."""
+    import pygit2
+
+    ref = repo.git.references.get(f"{REF_ROOT}/{unit}/{number}")
+    if ref is None or str(ref.target) != commit:
+        repo.git.references.create(f"{REF_ROOT}/{unit}/{number}", pygit2.Oid(hex=commit), force=True)
 
 
 def _message(unit: str, moment: str, session: str | None, when: str, changes: list[Change], stat: str,
@@ -283,54 +339,66 @@ def _thin(repo: Repo, unit: str, keep: int, numbers: list[int]) -> list[int]:
     return gone
 
 
-def thin(root: Path, unit: str, keep: int = KEEP) -> list[int]:
-    """Delete all but the newest ``keep`` WIP refs of ``unit``; the numbers deleted."""
+def _thin_recorded(repo: Repo, unit: str, keep: int, entries: list[Any], record: Path) -> list[int]:
+    """Keep the newest ``keep`` recorded WIPs: the older ones leave the record, and their refs go where they
+    still point at the recorded commit (a ref an agent moved is not agentd's to delete)."""
+    from . import wiprecord
+
+    gone = entries[:-keep] if keep > 0 else list(entries)
+    if not gone:
+        return []
+    for entry in gone:
+        ref = repo.git.references.get(f"{REF_ROOT}/{unit}/{entry.number}")
+        if ref is not None and str(ref.target) == entry.commit:
+            try:
+                ref.delete()
+            except (KeyError, Exception):  # noqa: BLE001 - gone meanwhile
+                pass
+    wiprecord.keep(record, unit, entries[len(gone):])
+    return [e.number for e in gone]
+
+
+def thin(root: Path, unit: str, keep: int = KEEP, record: Path | None = None) -> list[int]:
+    """Delete all but the newest ``keep`` WIPs of ``unit`` (the recorded ones, when there is a record); the
+    numbers deleted."""
+    from . import wiprecord
+
     repo = _open(root)
-    return _thin(repo, _unit_name(unit), keep, _numbers(repo, unit))
+    _unit_name(unit)
+    record = _record(record)
+    if record is None:
+        return _thin(repo, unit, keep, _numbers(repo, unit))
+    return _thin_recorded(repo, unit, keep, wiprecord.read(record, unit), record)
 
 
 _TRAILER = re.compile(r"^Agentd-(Unit|Moment|Session|Time|Files): *(.*)$", re.M)
 _CHANGE = re.compile(r"^  ([AMDTRCUX]) (?:(.+?) -> )?(.+)$", re.M)
 
 
-def _list(repo: Repo, unit: str | None) -> list[Wip]:
+def _from_commit(unit: str, number: int, commit: Any, *, foreign: bool = False, note: str = "") -> Wip:
+    """The Wip a commit describes (its message's trailers and file lines)."""
+    body = commit.raw_message.decode("utf-8", "surrogateescape")
+    meta = dict(_TRAILER.findall(body))
+    changes = tuple(Change(s, p, o or None) for s, o, p in _CHANGE.findall(body))
+    total = int(meta["Files"]) if meta.get("Files", "").isdigit() else len(changes)
+    stat_line = next((ln.strip() for ln in body.splitlines() if " changed" in ln and ln[:1].isdigit()), "")
+    parents = commit.parent_ids
+    return Wip(unit, number, str(commit.id), str(parents[0]) if parents else None, meta.get("Time", ""),
+               meta.get("Moment", ""), None if meta.get("Session") in (None, "-") else meta["Session"],
+               changes, stat_line, max(0, total - len(changes)), foreign, note)
+
+
+def _refs(repo: Repo, unit: str | None) -> dict[tuple[str, int], str]:
+    """(unit, number) -> the commit each ``refs/agentd/wip/`` ref names now."""
     prefix = f"{REF_ROOT}/{unit}/" if unit else f"{REF_ROOT}/"
-    found = []
+    out = {}
     for name in repo.git.listall_references():
         if not name.startswith(prefix):
             continue
         owner, _, number = name[len(REF_ROOT) + 1:].rpartition("/")
-        commit = repo.git.get(repo.git.references[name].target)
-        if not number.isdigit() or commit is None or commit.type_str != "commit":
-            continue
-        body = commit.raw_message.decode("utf-8", "surrogateescape")
-        meta = dict(_TRAILER.findall(body))
-        changes = tuple(Change(s, p, o or None) for s, o, p in _CHANGE.findall(body))
-        total = int(meta["Files"]) if meta.get("Files", "").isdigit() else len(changes)
-        stat_line = next((ln.strip() for ln in body.splitlines() if " changed" in ln and ln[:1].isdigit()), "")
-        parents = commit.parent_ids
-        found.append(Wip(owner, int(number), str(commit.id), str(parents[0]) if parents else None, meta.get("Time", ""),
-                         meta.get("Moment", ""), None if meta.get("Session") in (None, "-") else meta["Session"],
-                         changes, stat_line, max(0, total - len(changes))))
-    return sorted(found, key=lambda w: (w.unit, w.number))
-
-
-def list_wips(root: Path, unit: str | None = None) -> list[Wip]:
-    """The saved WIP commits (of ``unit``, or of every unit), oldest first per unit."""
-    return _list(_open(root), _unit_name(unit) if unit else None)
-
-
-def find_wip(root: Path, unit: str, number: int | None = None) -> Wip:
-    """``unit``'s WIP number ``number`` (None: the newest); WipError naming what exists when absent."""
-    wips = list_wips(root, unit)
-    if not wips:
-        raise WipError(f"unit {unit} has no WIP commits (agentd saves one before each respawn, restart and stop)")
-    if number is None:
-        return wips[-1]
-    for wip in wips:
-        if wip.number == number:
-            return wip
-    raise WipError(f"unit {unit} has no WIP {number}; it has {', '.join(str(w.number) for w in wips)}")
+        if number.isdigit() and owner:
+            out[(owner, int(number))] = str(repo.git.references[name].target)
+    return out
 
 
 def clean_leftovers(root: Path) -> list[Path]:

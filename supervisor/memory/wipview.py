@@ -1,11 +1,15 @@
-"""A WIP commit read back: shown as ``git show`` would, its files restored into the work tree (libgit2).
+"""WIP commits read back: listed (agentd's own by its record, the rest as foreign), shown as ``git show``
+would, their files restored into the work tree (libgit2).
 
-:func:`restore_wip` writes a saved commit's files back into the work tree (and
-nothing else), refusing to overwrite a file that changed since unless
-``force``.  It writes the stored bytes (no smudge filter runs) and refuses a
-path that goes through a symlinked directory, through ``..`` or into ``.git``:
-the WIP refs live in ``.git/``, which an agent can write, and ``agentd wip
-restore`` runs as the person.
+:func:`list_wips` and :func:`find_wip` go by agentd's record of the commits
+it made (:mod:`.wiprecord`): a ref under ``refs/agentd/wip/`` the record does
+not hold is *foreign* (an agent can write ``.git/``).  :func:`restore_wip`
+writes a saved commit's files back into the work tree (and nothing else),
+refusing a foreign WIP, and a file that changed since unless ``force``.  It
+writes the stored bytes (no smudge filter runs) and refuses a path that goes
+through a symlinked directory, through ``..`` or into ``.git``: ``agentd wip
+restore`` runs as the person.  :func:`show_wip`'s text is the agent's bytes
+(its message, its diff): whoever prints it makes its escapes visible first.
 """
 
 from __future__ import annotations
@@ -14,12 +18,86 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..durable import atomic_write
-from .wip import _STATUS, Change, Wip, WipError, _open, _tree_diff
+from .wip import _STATUS, Change, Wip, WipError, _from_commit, _open, _record, _refs, _tree_diff, _unit_name
 
-__all__ = ["restore_wip", "show_wip"]
+if TYPE_CHECKING:
+    from .gitrepo import Repo
+
+__all__ = ["find_wip", "list_wips", "restore_wip", "show_wip"]
+
+
+def _list(repo: Repo, unit: str | None, record: Path | None = None) -> list[Wip]:
+    from . import wiprecord
+
+    refs = _refs(repo, unit)
+    found = []
+    recorded: set[tuple[str, int, str]] = set()
+    if record is not None:
+        for owner in ([unit] if unit else wiprecord.units(record)):
+            for entry in wiprecord.read(record, owner):
+                recorded.add((owner, entry.number, entry.commit))
+                commit = repo.git.get(entry.commit)
+                now = refs.get((owner, entry.number))
+                if commit is None or commit.type_str != "commit":
+                    found.append(Wip(owner, entry.number, entry.commit, None, entry.time, note="its commit is gone "
+                                     "from the repository (removed from .git/objects)"))
+                    continue
+                note = "" if now == entry.commit else (
+                    "its ref was deleted (agentd makes it again at the next save)" if now is None else
+                    f"its ref was moved to {now[:12]} (agentd puts it back at the next save)")
+                found.append(_from_commit(owner, entry.number, commit, note=note))
+    for (owner, number), target in refs.items():
+        if record is not None and (owner, number, target) in recorded:
+            continue
+        commit = repo.git.get(target)
+        if commit is None or commit.type_str != "commit":
+            continue
+        found.append(_from_commit(owner, number, commit, foreign=record is not None,
+                                  note="not made by agentd (not in its record): whoever can write .git made or moved "
+                                       "this ref" if record is not None else ""))
+    return sorted(found, key=lambda w: (w.unit, w.foreign, w.number))
+
+
+def _bounded(fn: Any, *args: Any, what: str) -> Any:
+    """``fn(*args)`` in this process's git helper when it has one (the daemon; the CLI's ``agentd wip``):
+    libgit2 would block for ever on a FIFO an agent put in ``.git/``; a helper is killed after a while."""
+    from .gitfiles import RepoError
+    from .gitworker import run
+
+    try:
+        return run(fn, *args, what=what)
+    except RepoError as exc:
+        raise WipError(str(exc)) from None
+
+
+def list_wips(root: Path, unit: str | None = None, record: Path | None = None) -> list[Wip]:
+    """The saved WIP commits (of ``unit``, or of every unit), oldest first per unit; with a record
+    (:mod:`.wiprecord`), agentd's own first, then the foreign refs."""
+    return _bounded(_list_wips, root, _unit_name(unit) if unit else None, _record(record), what="listing WIP commits")
+
+
+def _list_wips(root: Path, unit: str | None, record: Path | None) -> list[Wip]:
+    return _list(_open(root), unit, record)
+
+
+def find_wip(root: Path, unit: str, number: int | None = None, record: Path | None = None) -> Wip:
+    """``unit``'s WIP number ``number`` (None: the newest of agentd's own); WipError naming what exists when
+    absent.  A foreign one is found only by its number."""
+    wips = list_wips(root, unit, record)
+    own = [w for w in wips if not w.foreign]
+    if number is None:
+        if not own:
+            raise WipError(f"unit {unit} has no WIP commits (agentd saves one before each respawn, restart and stop)"
+                           + (f"; {len(wips)} foreign ref(s) are not agentd's" if wips else ""))
+        return own[-1]
+    for wip in own + [w for w in wips if w.foreign]:
+        if wip.number == number:
+            return wip
+    raise WipError(f"unit {unit} has no WIP {number}; it has {', '.join(str(w.number) for w in wips) or 'none'}")
+
 
 
 def _when(sig: Any) -> str:
@@ -32,6 +110,10 @@ def _when(sig: Any) -> str:
 def show_wip(root: Path, wip: Wip, *, patch: bool = True) -> str:
     """What ``git show --stat --patch --format=fuller`` shows of the commit, made by libgit2 (no pager, no
     external diff or textconv runs)."""
+    return _bounded(_show_wip, root, wip, patch, what=f"showing {wip.ref}")
+
+
+def _show_wip(root: Path, wip: Wip, patch: bool) -> str:
     from pygit2.enums import DiffStatsFormat
 
     from .gitrepo import GitError
@@ -50,6 +132,8 @@ def show_wip(root: Path, wip: Wip, *, patch: bool = True) -> str:
             lines += ["", (diff.patch or "").rstrip("\n")]
     except GitError as exc:  # the attributes a diff needs are read from the index too: an unreadable one stops it
         lines += ["", f"(no diff: {exc}; the files are listed above)"]
+    if wip.foreign or wip.note:
+        lines[:0] = [f"# {wip.note or 'foreign'}", ""]
     return "\n".join(lines)
 
 
@@ -74,11 +158,22 @@ def restore_wip(root: Path, wip: Wip, *, force: bool = False) -> list[Change]:
     """Write ``wip``'s files into the work tree (HEAD and the index untouched); the changes applied.
 
     A file whose content now is neither what the WIP was made on nor what it
-    saved is a local change: the restore refuses (naming the files) unless ``force``.
+    saved is a local change: the restore refuses (naming the files) unless
+    ``force``.  A foreign WIP (not in agentd's record) is refused.
     """
+    return _bounded(_restore_wip, root, wip, force, what=f"restoring {wip.ref}")
+
+
+def _restore_wip(root: Path, wip: Wip, force: bool) -> list[Change]:
     from .worktree import hash_worktree
 
+    if wip.foreign:
+        raise WipError(f"{wip.ref} ({wip.commit[:12]}) is not a WIP agentd made (not in its record): whoever can "
+                       "write .git (an agent) made or moved it; agentd does not restore it (`agentd wip show` shows "
+                       "what it holds)")
     repo = _open(root)
+    if repo.git.get(wip.commit) is None:
+        raise WipError(f"{wip.ref}: its commit {wip.commit[:12]} is gone from the repository")
     commit = repo.git[wip.commit]
     base = repo.git[wip.base].tree if wip.base else None
     entries = []  # (new mode, old blob, new blob, status, path)

@@ -10,8 +10,13 @@ until one fails:
   started;
 * behind a Landlock fence that lets it write only its checkout and a private
   temp directory (the commands run code the agent wrote: tests, scripts; they
-  may read everything, as the agent may, and change nothing of the project, of
-  ``.git``, of the plan or of agentd's state);
+  may read what the agent may, and change nothing of the project, of
+  ``.git``, of the plan or of agentd's state), with the agent's view
+  (:mod:`supervisor.session.mountview`, where a mount namespace can be made):
+  agentd's state directory hidden but for the check's own directory (no
+  dashboard token, no unit's inbox, transcripts or event index) and a
+  ``/dev/pts`` of its own (no unit's terminal to write or type into); as root,
+  only ordinary capabilities (:data:`supervisor.session.fence.KEEP_CAPS`);
 * with a timeout (the task's ``check_timeout``);
 * with the unit's environment, less the control socket (a check has nothing
   to ask the daemon), and ``AGENTD_PLAN``/``AGENTD_TASK``/``AGENTD_ATTEMPT``;
@@ -40,6 +45,7 @@ from typing import Any
 import structlog
 
 from ..session.fence import Fence, FenceSpec, FenceUnavailable, agent_spec, availability
+from ..session.mountview import View, ViewSpec, view_mode
 from ..session.redact import redact_text
 from .policy import command_text
 
@@ -61,6 +67,7 @@ class CheckSetup:
     fence: bool = True  # behind a Landlock fence where the kernel offers one
     prefix: str = ""  # the project inside the repository (the commands run there)
     limits: Any = None  # the unit's [resources] (supervisor.session.containment.Limits), for each check's group
+    hidden: Path | None = None  # agentd's state directory: hidden from the check (its own directory shown)
 
 
 class _Output:
@@ -111,10 +118,16 @@ async def _run_one(setup: CheckSetup, command: str | Sequence[str], tree: Path, 
         if join is not None:
             steps.append(join)
     if setup.fence:
+        mode = view_mode()
         try:
-            steps.append(Fence.build(agent_spec(scope=FenceSpec.of([tree]), tmp_dir=tmp)))
+            fence = Fence.build(agent_spec(scope=FenceSpec.of([tree]), tmp_dir=tmp),
+                                terminals="private" if mode.available else "none")
         except (FenceUnavailable, OSError) as exc:
             unfenced = str(exc)
+        else:
+            if mode.available:  # the mounts first: the fence forbids them
+                steps.append(View(ViewSpec.of(setup.hidden, [tree.parent], private_pts=True), mode))
+            steps.append(fence)
     else:
         unfenced = "the fence is off for checks here"
 

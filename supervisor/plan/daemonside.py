@@ -9,23 +9,23 @@ agent goes through the unit's conversation queue (typed at its turn end, made
 safe by the adapter's encoder).
 
 :class:`RepoWorkshop` (``runner.Workshop``) does the blocking work off the
-loop, one repository operation at a time: :mod:`.integrate` (pygit2) and
-:mod:`.checks`, the module's task file (:func:`supervisor.memory.update_task_state`)
-and the report.
+loop: :mod:`.integrate` (pygit2, in the daemon's git helper, one request at
+a time and bounded: :func:`.integrate.run`) and :mod:`.checks`, the module's
+task file (:func:`supervisor.memory.update_task_state`) and the report.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..continuity.records import StartReason
+from . import integrate
 from .checks import CheckSetup, run_checks
-from .integrate import Candidate, PlanRepo
+from .integrate import Candidate
 from .runner import UnitLook
 from .spec import PlanSpec, TaskSpec
 from .state import PlanState, PlanStore
@@ -84,66 +84,51 @@ class RepoWorkshop:
         self.root, self.spec, self.store = Path(root), spec, store
         self.unit_spec, self.environment, self.containment = unit_spec, environment, containment
         self.exclude = exclude
-        self._lock = threading.Lock()
-        self._repo: PlanRepo | None = None
 
-    def _git(self, fn: Callable[[PlanRepo], Any]) -> Any:
-        with self._lock:
-            if self._repo is None:
-                self._repo = PlanRepo(self.root, self.exclude)
-            return fn(self._repo)
+    def _git(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        return integrate.run(self.root, self.exclude, method, *args, timeout=timeout)
 
-    async def _run(self, fn: Callable[[PlanRepo], Any]) -> Any:
-        return await asyncio.to_thread(self._git, fn)
+    async def _run(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        return await asyncio.to_thread(self._git, method, *args, timeout=timeout)
 
     def _scope(self, unit: str) -> tuple[str, ...]:
         return tuple(self.unit_spec(unit).scope.paths)
 
     async def snapshot(self, unit: str) -> str:
-        scope = self._scope(unit)
-        return await self._run(lambda r: r.snapshot(scope))
+        return await self._run("snapshot", self._scope(unit))
 
     async def candidate(self, unit: str, tip: str, base: str, claimed: str) -> Candidate:
-        scope = self._scope(unit)
-        return await self._run(lambda r: r.candidate(tip, scope, base, claimed))
+        return await self._run("candidate", tip, self._scope(unit), base, claimed)
 
     async def check(self, task: TaskSpec, attempt: int, tree: str) -> list[dict[str, Any]]:
         spec = self.unit_spec(task.unit)
-        prefix = await self._run(lambda r: r.prefix.rstrip("/"))
+        prefix = (await self._run("project_prefix")).rstrip("/")
         from ..adapters.confine import limits_of
 
+        from ..scope.fencing import hidden_state
+
         setup = CheckSetup(task.unit, dict(self.environment(spec)), self.containment(), prefix=prefix,
-                           limits=limits_of(spec))
+                           limits=limits_of(spec), hidden=hidden_state(self.store.dir.parent.parent))
         labels = {"AGENTD_PLAN": self.spec.name, "AGENTD_TASK": task.id, "AGENTD_ATTEMPT": str(attempt)}
-        return await run_checks(setup, lambda dest: self._git(lambda r: r.materialize(tree, dest)), task.done_when,
+        return await run_checks(setup, lambda dest: self._git("materialize", tree, dest,
+                                                              timeout=integrate.CHECKOUT_TIMEOUT), task.done_when,
                                 self.store.work_dir(), self.store.check_log(task.id, attempt), task.check_timeout,
                                 labels)
 
     async def commit(self, expected: str, tree: str, message: str) -> str:
-        branch = self.spec.branch
-        return await self._run(lambda r: r.commit(branch, expected, tree, message))
+        return await self._run("commit", self.spec.branch, expected, tree, message)
 
     async def find_commit(self, since: str, task: str, tree: str | None) -> str | None:
-        branch, plan = self.spec.branch, self.spec.name
-        return await self._run(lambda r: r.find_commit(branch, since, plan, task, tree))
+        return await self._run("find_commit", self.spec.branch, since, self.spec.name, task, tree)
 
     async def diffstat(self, commit: str) -> dict[str, Any]:
-        return await self._run(lambda r: r.diffstat(commit))
+        return await self._run("diffstat", commit)
 
     async def keep(self, task: str, unit: str, tip: str, base: str | None, work: str) -> str | None:
-        scope, plan = self._scope(unit), self.spec.name
-
-        def keep(r: PlanRepo) -> str | None:
-            cand = r.candidate(tip, scope, base, work) if base else None
-            tree = cand.tree if cand is not None and cand.tree else r.overlay(r.tree_of_commit(tip), scope, work)
-            if tree == r.tree_of_commit(tip):
-                return None  # nothing to keep
-            ref = f"refs/agentd/plans/{plan}/parked/{task}"
-            r.keep(ref, tree, tip, f"plan {plan}: {task} (parked): its work when it was parked\n\n"
-                                   f"Agentd-Plan: {plan}\nAgentd-Task: {task}\n")
-            return ref
-
-        return await self._run(keep)
+        plan = self.spec.name
+        return await self._run("park", f"refs/agentd/plans/{plan}/parked/{task}", tip, self._scope(unit), base, work,
+                               f"plan {plan}: {task} (parked): its work when it was parked\n\n"
+                               f"Agentd-Plan: {plan}\nAgentd-Task: {task}\n")
 
     async def write_task(self, unit: str, text: str, state_line: str) -> None:
         from ..memory import AgentPaths, update_task_state

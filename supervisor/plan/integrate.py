@@ -3,13 +3,19 @@
 Why pygit2 and never the ``git`` command in the project: agents can write
 ``.git`` (the fence lets them commit), so a ``git`` run there could run a hook,
 an fsmonitor or a filter an agent configured.  libgit2 runs none of them
-(checked: docs/plan.md, /work notes "platform").
+(checked: docs/plan.md, /work notes "platform").  Why never in the daemon's
+own process: libgit2 opens what a repository names (a ``.gitignore``, a loose
+object or ref) with no timeout while holding the GIL, so a FIFO an agent put
+there would freeze the daemon.  The daemon calls :func:`call`, which runs one
+:class:`PlanRepo` method in its git helper (:mod:`supervisor.memory.gitworker`),
+killed when it does not answer in time.
 
 Isolation (docs/plan.md, "Isolation"): the units of a plan work in the
 person's tree, each in its own disjoint scope.  A task's work is the change
 of its unit's scope between the task's start (:meth:`PlanRepo.snapshot`, the
-scope's files as a tree, untracked ones included, ignored ones not) and the
-agent's claim.  :meth:`PlanRepo.candidate` applies that change, and only that,
+scope's files as a tree, untracked ones included, ignored ones not: the WIP
+commit's mechanism, :func:`supervisor.memory.wip.scope_tree`, kept to the
+scope) and the agent's claim.  :meth:`PlanRepo.candidate` applies that change, and only that,
 to the plan branch's tip (a three-way merge, so work the unit left from a
 parked task, or a person's uncommitted edit, stays out); the checks run on
 that tree, checked out clean (:meth:`PlanRepo.materialize`), and
@@ -23,7 +29,6 @@ are never written: only ``refs/heads/<plan branch>`` and
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,13 +36,13 @@ from typing import Any
 
 import pygit2
 
-from ..memory.gitfiles import matches
+from ..memory.gitfiles import RepoError, matches
 from .policy import trailers
 
 SIGNATURE = ("agentd", "agentd@localhost")
 PARKED_REFS = "refs/agentd/plans"
-_CHANGED = (pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_WT_MODIFIED | pygit2.GIT_STATUS_WT_TYPECHANGE
-            | pygit2.GIT_STATUS_WT_RENAMED)
+#: The longest one request may take: a checkout of a whole tree may be large.
+CHECKOUT_TIMEOUT = 300.0
 
 
 class GitError(Exception):
@@ -57,17 +62,23 @@ class PlanRepo:
     """The project's repository, as a plan uses it (blocking: call it off the loop)."""
 
     def __init__(self, root: Path, exclude: Sequence[str] = (".agent/",)) -> None:
+        from ..memory.gitrepo import open_repo
+
         self.exclude = tuple(exclude)  # project paths never part of a task's work (memory, agentd's state)
         try:
-            self.repo = pygit2.Repository(str(root))
-        except pygit2.GitError as exc:
-            raise GitError(f"{root}: not a git repository ({exc}): a plan commits its work to a branch; "
-                           "run `git init` and commit the project first") from None
-        if self.repo.is_bare or self.repo.workdir is None:
-            raise GitError(f"{root}: a bare repository has no working tree for agents to work in")
-        workdir = Path(self.repo.workdir).resolve()
-        rel = Path(root).resolve().relative_to(workdir).as_posix()
-        self.prefix = "" if rel == "." else rel + "/"  # the project inside the repository
+            found = open_repo(Path(root))
+        except RepoError as exc:
+            raise GitError(str(exc)) from None
+        if found is None:
+            raise GitError(f"{root}: not a git repository with a work tree: a plan commits its work "
+                           "to a branch; run `git init` and commit the project first")
+        self.work = found  # supervisor.memory.gitrepo.Repo: the work tree as the WIP commits read it
+        self.repo = found.git
+        self.prefix = found.prefix + "/" if found.prefix else ""  # the project inside the repository
+
+    def project_prefix(self) -> str:
+        """The project inside the repository ("" or "sub/dir/")."""
+        return self.prefix
 
     def _sig(self) -> pygit2.Signature:
         return pygit2.Signature(*SIGNATURE)
@@ -170,34 +181,31 @@ class PlanRepo:
         return str(index.write_tree(self.repo))
 
     def snapshot(self, scope: Sequence[str]) -> str:
-        """The scope's files in the working tree now, as a tree holding only them (blobs written to the store)."""
-        index = self.repo.index
-        index.read(force=True)
-        entries = {e.path: (e.id, e.mode) for e in index if self._in(e.path, scope)}
-        for path, flags in self.repo.status(untracked_files="all", ignored=False).items():
-            if not self._in(path, scope):
-                continue
-            if flags & pygit2.GIT_STATUS_WT_DELETED:
-                entries.pop(path, None)
-            elif flags & _CHANGED:
-                full = os.path.join(self.repo.workdir, path)
-                try:
-                    info = os.lstat(full)
-                except FileNotFoundError:
-                    entries.pop(path, None)
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    continue  # a nested repository: not the unit's files
-                mode = (pygit2.GIT_FILEMODE_LINK if stat.S_ISLNK(info.st_mode) else
-                        pygit2.GIT_FILEMODE_BLOB_EXECUTABLE if info.st_mode & 0o111 else pygit2.GIT_FILEMODE_BLOB)
-                entries[path] = (self.repo.create_blob_fromworkdir(path), mode)
-        return self._tree_of(entries)
+        """The scope's files in the working tree now, as a tree holding only them (blobs written to the store):
+        the WIP commit's tree of the scope (:func:`supervisor.memory.wip.scope_tree`: bytes as on disk, no
+        filter, a symlink as its text, never a FIFO), less everything outside the scope."""
+        from ..memory.wip import scope_tree
+
+        tree, _too_large = scope_tree(self.work, [g for g in scope if g.strip()])
+        if self.repo.get(tree) is None:  # no commit yet and nothing changed: the empty tree, never written
+            return self._tree_of({})
+        return self._tree_of({p: v for p, v in self._entries(tree).items() if self._in(p, scope)})
 
     def overlay(self, tree: str, scope: Sequence[str], scope_tree: str) -> str:
-        """``tree`` with the scope's files replaced by those of ``scope_tree``."""
+        """``tree`` with the scope's files replaced by those of ``scope_tree`` (its files outside the scope ignored)."""
         entries = {p: v for p, v in self._entries(tree).items() if not self._in(p, scope)}
-        entries.update(self._entries(scope_tree))
+        entries.update({p: v for p, v in self._entries(scope_tree).items() if self._in(p, scope)})
         return self._tree_of(entries)
+
+    def park(self, ref: str, tip: str, scope: Sequence[str], base: str | None, work: str, message: str) -> str | None:
+        """A parked task's work (its change applied to ``tip``, else the tip with its scope as ``work``) kept on
+        ``ref``; None when it holds nothing the tip does not."""
+        cand = self.candidate(tip, scope, base, work) if base else None
+        tree = cand.tree if cand is not None and cand.tree else self.overlay(self.tree_of_commit(tip), scope, work)
+        if tree == self.tree_of_commit(tip):
+            return None
+        self.keep(ref, tree, tip, message)
+        return ref
 
     def candidate(self, tip: str, scope: Sequence[str], base: str, claimed: str) -> Candidate:
         """The tip plus the task's own change (``base`` -> ``claimed``, both scope snapshots)."""
@@ -237,3 +245,22 @@ class PlanRepo:
                     target.chmod(0o755)
             count += 1
         return count
+
+
+def call(root: str, exclude: tuple[str, ...], method: str, args: tuple[Any, ...]) -> Any:
+    """``PlanRepo(root, exclude).method(*args)``: what the daemon's git helper runs (see the module doc)."""
+    if method.startswith("_") or not callable(getattr(PlanRepo, method, None)):
+        raise GitError(f"{method!r} is not a plan repository operation")
+    return getattr(PlanRepo(Path(root), exclude), method)(*args)
+
+
+def run(root: Path, exclude: Sequence[str], method: str, *args: Any, timeout: float | None = None) -> Any:
+    """:func:`call` in this process's git helper (the daemon's; here where there is none), bounded in time;
+    a helper that gives no answer is killed and the call fails with :class:`GitError` naming why."""
+    from ..memory.gitworker import run as in_helper
+
+    try:
+        return in_helper(call, str(root), tuple(exclude), method, tuple(args), what=f"the plan's git work ({method})",
+                         timeout=timeout)
+    except RepoError as exc:
+        raise GitError(str(exc)) from None

@@ -208,21 +208,9 @@ def _rel(path: Path, root: Path) -> str | None:
 
 
 def _may_write(unit: UnitSpec, rel: str, root: Path) -> bool:
-    """Whether ``unit``'s agent may write the project path ``rel`` (its scope, or its extra writable paths)."""
-    from ..memory.gitfiles import matches
+    from ..config.runnable import may_write
 
-    paths = [g for g in unit.scope.paths if g.strip()]
-    if not paths or matches(rel, paths):
-        forbidden = [g for g in unit.scope.forbid if g.strip()]
-        if not (forbidden and matches(rel, forbidden)):
-            return True
-    for extra in unit.scope.writable:
-        target = Path(extra).expanduser()
-        target = target if target.is_absolute() else Path(root) / target
-        inside = _rel(target, root)
-        if inside is not None and (inside in ("", ".") or rel == inside or rel.startswith(inside.rstrip("/") + "/")):
-            return True
-    return False
+    return may_write(unit, rel, root)
 
 
 def _paths_in(command: str | tuple[str, ...]) -> list[str]:
@@ -327,7 +315,21 @@ def check_plan(spec: PlanSpec, units: dict[str, UnitSpec], refused: dict[str, st
         if unit.scope.fence == "off":
             warnings.append(f"{path}: unit {name!r} has [scope] fence = \"off\": its agent's writes are watched, not "
                             "prevented; agentd reads this plan only at `agentd plan start`, so check the file before then")
+    if spec.notify is not None:
+        from ..config.runnable import command_problem
+
+        problem = command_problem("[notify] command", spec.notify.command, Path(root), units, root)
+        if problem:
+            errors.append(f"{path}:{_line_of(text, 'command')}: {problem}")
     return errors, warnings
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line of the first ``key =`` in ``text`` (1 when there is none)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
+            return number
+    return 1
 
 
 def load_checked(root: Path, name: str, units: dict[str, UnitSpec], refused: dict[str, str],

@@ -129,7 +129,8 @@ def task_text(plan: str, task: TaskSpec, attempt: int, last_failure: str | None 
     text = (f"{header(plan, task, attempt)}\n{task.ask}\n\n"
             f"agentd checks the task itself, in a clean tree of the plan's branch plus your changes, by running:\n"
             f"{checks}\n"
-            f"When you believe the task is done, end your reply with this line on its own:\n"
+            f"When you believe the task is done, claim it: run `agentd task-state --done`, or end your reply "
+            f"with this line on its own:\n"
             f"TASK DONE: {task.id}\n"
             f"Your claim only asks for the check; a failure comes back to you as your next message.")
     if last_failure:
@@ -151,15 +152,16 @@ def failure_text(results: Sequence[Mapping[str, Any]], limit: int = TAIL_CHARS) 
 
 def retry_text(plan: str, task: TaskSpec, attempt: int, failure: str) -> str:
     return (f"{header(plan, task, attempt + 1)}\nagentd ran the checks of task {task.id}: attempt {attempt} "
-            f"FAILED.\n{failure}\n\nFix the cause, then claim the task again: end your reply with the line "
-            f"TASK DONE: {task.id}")
+            f"FAILED.\n{failure}\n\nFix the cause, then claim the task again: run `agentd task-state --done`, "
+            f"or end your reply with the line TASK DONE: {task.id}")
 
 
 def nudge_text(plan: str, task: TaskSpec, attempt: int) -> str:
     checks = "; ".join(command_text(c) for c in task.done_when)
     return (f"{header(plan, task, attempt)}\nTask {task.id} is still open: {task.ask}\n"
             f"agentd will check it with: {checks}\n"
-            f"Keep working on it. When you believe it is done, end your reply with the line TASK DONE: {task.id}")
+            f"Keep working on it. When you believe it is done, run `agentd task-state --done`, or end your reply "
+            f"with the line TASK DONE: {task.id}")
 
 
 # ---------------------------------------------------------------------------------------- claims and failures

@@ -87,7 +87,23 @@ class PlanService:
         self._announced: set[str] = set()
 
     # ------------------------------------------------------------------ life
+    def _refuse_agent_writable_notify(self) -> None:
+        """The settings' ``[notify]`` command is not run when it runs what a unit's agent may write (it would run
+        the agent's code outside every fence); ``agentd check`` says the same."""
+        from ..config.runnable import command_problem
+
+        notify = self.announcer.settings_notify
+        if notify is None:
+            return
+        units = {n: u.spec for n, u in self.daemon.units.items()}
+        problem = command_problem("[notify] command", notify.command, self.root, units, self.root)
+        if problem:
+            log.error("notify_refused", where=str(getattr(self.daemon.settings, "config_file", "") or "settings"),
+                      error=problem)
+            self.announcer.settings_notify = None
+
     async def open(self) -> None:
+        self._refuse_agent_writable_notify()
         for name in PlanStore.names(self.state_dir):
             store = PlanStore(self.state_dir, name)
             try:
@@ -231,12 +247,12 @@ class PlanService:
             raise ControlError(f"plan {name!r}: its deadline {stamp(deadline)} is less than {margin:.0f}s away (the "
                                "time its units need to checkpoint and stop): set a later [plan] deadline")
         store = PlanStore(self.state_dir, name)
-        from .integrate import GitError, PlanRepo
+        from . import integrate
+        from .integrate import GitError
 
         def begin() -> tuple[str, str, str]:
-            repo = PlanRepo(self.root)
-            head = repo.head()
-            tip, note = repo.start_branch(spec.branch)
+            head = integrate.run(self.root, (".agent/",), "head")
+            tip, note = integrate.run(self.root, (".agent/",), "start_branch", spec.branch)
             store.begin(spec.source)
             return head, tip, note
 

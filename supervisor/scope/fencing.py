@@ -34,7 +34,8 @@ unit's own inbox, its CLI's state, its session's files and the control
 socket (no dashboard token, no other unit's transcripts or inbox, no event
 index); and read-only, whatever its scope: ``.agent/``, ``.git/config``,
 ``hooks/``, ``info/`` (so its own ``git config`` fails with "Device or
-resource busy" while its commits work), ``units/`` and the settings file.
+resource busy" while its commits work), ``units/``, ``plans/`` and the
+settings file (``etc/`` while there is none: the caller's ``protect``).
 Everything else stays readable.
 
 Without a view (no mount namespace here) a unit whose scope covers the
@@ -127,10 +128,21 @@ class UnitFence:
     view_mode: ViewMode | None = None
 
     @property
+    def terminals(self) -> str:
+        """Which terminals the agent may write (``session.fence.TERMINALS``): with a view, those of its private
+        ``/dev/pts`` (no other unit's is visible there); without one, its own PTY only."""
+        return "private" if self.view is not None and self.view.private_pts and self.has_view else "own"
+
+    @property
+    def has_view(self) -> bool:
+        return self.view is not None and self.view_mode is not None and self.view_mode.available
+
+    @property
     def notes(self) -> tuple[str, ...]:
         return self.spec.notes + (self.view.notes if self.view else ()) + (
-            (f"no private view ({self.view_mode.reason}): agentd's state directory stays readable, and .agent/, "
-             ".git/config, hooks/ and units/ stay writable where the scope covers them",)
+            (f"no private view ({self.view_mode.reason}): agentd's state directory stays readable, .agent/, "
+             ".git/config, hooks/ and units/ stay writable where the scope covers them, and terminals the agent's "
+             "tools open cannot be written (only its own is)",)
             if self.view_mode is not None and not self.view_mode.available else ())
 
     def permits(self, path: Path | str) -> bool:
@@ -195,7 +207,8 @@ def unit_fence(root: Path, paths: Sequence[str], forbid: Sequence[str], *, writa
         readonly = [root / ".agent", *git_protected(gits), *protect]
         # a directory holding a read-only file must not be renamed away and replaced (nor .git itself)
         anchored = [*gits, *(p.parent for p in protect if p.is_file() and p.parent != root)]
-        view = ViewSpec.of(state_dir, [*([inbox] if inbox else []), *cli_dirs, *shown], readonly, anchored)
+        view = ViewSpec.of(state_dir, [*([inbox] if inbox else []), *cli_dirs, *shown], readonly, anchored,
+                           private_pts=True)
     return UnitFence(spec, watched, view, view_mode)
 
 

@@ -16,8 +16,11 @@ How it is used (see :class:`Fence`):
   ``path_beneath`` rule per allowed directory (every write right beneath it)
   and per allowed file (write and truncate it in place);
 * the child, between fork and exec, calls the :class:`Fence` object (it is a
-  ``pty.ChildStep``): ``prctl(PR_SET_NO_NEW_PRIVS)`` and
-  ``landlock_restrict_self``, two syscalls on a descriptor that is already open;
+  ``pty.ChildStep``): one more rule for the terminal it may write (its own
+  PTY, known only there; :data:`TERMINALS`), its capabilities cut to
+  :data:`KEEP_CAPS` (as root: Landlock does not mediate ``TIOCSTI``, ``mknod``
+  of a disk, module loading), ``prctl(PR_SET_NO_NEW_PRIVS)`` and
+  ``landlock_restrict_self``;
 * the restriction holds for the agent and every process it starts, for
   their whole life; a write elsewhere fails with ``EACCES`` (a rename or
   link out of the fence too; ``EXDEV`` when only the cross-directory check
@@ -31,7 +34,12 @@ from the unit's globs, and :meth:`FenceSpec.permits` answers "was this path
 inside the fence", to tell a fence refusal from an ordinary permission error.
 
 Always writable, because programs fail without them: :data:`DEVICE_PATHS`
-(``/dev/null``, the terminal, ``/dev/shm`` ...).  Where the kernel knows it
+(``/dev/null``, ``/dev/tty``, ``/dev/ptmx``, ``/dev/shm`` ...), and one
+terminal rule: never all of ``/dev/pts``, where every unit's terminal is a
+file the daemon's uid owns (writing one fakes that unit's output; and a
+descriptor opened *for reading* is enough for ``TIOCSTI``, which only
+``CAP_SYS_ADMIN`` lets reach a terminal not one's own: so the view also gives
+each agent a ``devpts`` of its own, :mod:`.mountview`).  Where the kernel knows it
 (ABI 6), the ruleset is also *scoped* for signals: a fenced agent cannot
 signal (stop, kill) the daemon, another unit's agent or any process outside
 its own tree; ptrace and ``/proc/PID/...`` of such processes are refused at
@@ -93,12 +101,29 @@ _WRITE_ABI1 = (
 #: Rights a rule on a file (not a directory) may carry.
 _FILE_RIGHTS = Access.WRITE_FILE | Access.TRUNCATE
 
-#: Written by ordinary programs everywhere; always allowed.  ``/dev/pts`` and
-#: ``/dev/ptmx`` let an agent open a terminal (``script``, ``tmux``, ``expect``).
+#: Written by ordinary programs everywhere; always allowed.  ``/dev/ptmx`` makes a new terminal (``script``,
+#: ``tmux``, ``expect``): a new pair, nobody else's.  ``/dev/pts`` is *not* here: every unit's terminal
+#: is a file there, and writing another's fakes its output (see :data:`TERMINALS`).
 DEVICE_PATHS = (
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-    "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
+    "/dev/tty", "/dev/ptmx", "/dev/shm",
 )
+
+#: Which terminals a fenced process may write, decided in the child (:meth:`Fence.__call__`), where its own
+#: is known: ``own`` its own terminal only (``ttyname(0)``: the session's PTY); ``private`` everything in
+#: ``/dev/pts`` *as the child sees it*, which is only right where the view mounted a private ``devpts``
+#: instance there (:mod:`.mountview`: other units' terminals are then not even visible); ``none``: none.
+TERMINALS = ("own", "private", "none")
+
+#: Capabilities a fenced process of root keeps (Docker's default set less ``CAP_MKNOD``): what ordinary
+#: root programs use.  Every other one leaves the bounding set before exec: ``CAP_SYS_ADMIN`` (``TIOCSTI``
+#: into another unit's terminal, mounts, ``setns``), ``CAP_MKNOD`` (a block device made in the scope is
+#: the whole disk, beneath the fence's notice), ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``, ``CAP_DAC_READ_SEARCH``
+#: (``open_by_handle_at``), ``CAP_SYS_PTRACE``, ``CAP_BPF`` ... none of which Landlock mediates.
+KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 def write_rights(abi: int) -> Access:
@@ -292,31 +317,57 @@ def git_protected(dirs: Iterable[Path]) -> list[Path]:
     return out
 
 
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 40
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_CAP_V3 = 0x20080522
+
+
 class Fence:
     """A prepared Landlock ruleset; calling it in the forked child enforces it (a ``pty.ChildStep``).
 
     Build one per spawn (:meth:`build`), pass it to ``Session.spawn``, which
     closes it afterwards.  ``skipped`` lists paths of the spec that vanished
-    before their rule was added.
+    before their rule was added.  ``terminals`` (:data:`TERMINALS`) says which
+    terminal the child adds a rule for before it restricts itself.
     """
 
-    def __init__(self, fd: int, abi: int, handled: Access, spec: FenceSpec, skipped: list[str]) -> None:
+    def __init__(self, fd: int, abi: int, handled: Access, spec: FenceSpec, skipped: list[str],
+                 terminals: str = "own") -> None:
+        if terminals not in TERMINALS:
+            raise ValueError(f"terminals: one of {', '.join(TERMINALS)}, not {terminals!r}")
         self.fd = fd
         self.fds = (fd,)
         self.abi = abi
         self.handled = handled
         self.spec = spec
         self.skipped = skipped
+        self.terminals = terminals
+        self.last_cap = _last_cap()
         libc = _libc()
         self._prctl = libc.prctl
         self._syscall = libc.syscall
         self._args = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0))
 
     @classmethod
-    def build(cls, spec: FenceSpec, *, abi: int | None = None) -> Fence:
+    def build(cls, spec: FenceSpec, *, abi: int | None = None, terminals: str = "own") -> Fence:
         """Create the ruleset and add one rule per path (in the parent).  Raises :class:`FenceUnavailable`.
 
-        ``abi`` caps the ABI used (to test the masking of newer rights).
+        ``abi`` caps the ABI used (to test the masking of newer rights);
+        ``terminals``: which terminals the child may write (:data:`TERMINALS`).
         """
         have = availability()
         if not have.available:
@@ -347,15 +398,63 @@ class Fence:
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, abi, handled, spec, skipped)
+        return cls(fd, abi, handled, spec, skipped, terminals)
 
     def __call__(self) -> None:  # pragma: no cover - runs in the forked child
+        self._terminal_rule()
+        self._drop_capabilities()
         if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
         if self._syscall(*self._args) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+
+    def _terminal_rule(self) -> None:
+        """The child's terminal rule: its own PTY (``own``), or the private ``/dev/pts`` its view mounted."""
+        if self.terminals == "none":
+            return
+        if self.terminals == "own":
+            try:
+                path = os.ttyname(0)
+            except OSError:
+                return  # no terminal on stdin: nothing to allow
+            if not path.startswith("/dev/pts/"):
+                return
+        else:
+            path = "/dev/pts"
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            rule = _PathBeneath(int(self.handled & _FILE_RIGHTS), pfd)
+            if self._syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
+                             ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"landlock_add_rule for {path}: {os.strerror(err)}")
+        finally:
+            os.close(pfd)
+
+    def _drop_capabilities(self) -> None:
+        """No inheritable or ambient capability, and (where this process may: root) only :data:`KEEP_CAPS` left in
+        the bounding set, so what runs after exec, root or not, has none of the others."""
+        self._prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        libc = _libc()
+        header = _CapHeader(_CAP_V3, 0)
+        data = (_CapData * 2)()
+        if libc.capget(ctypes.byref(header), data) == 0 and (data[0].inheritable or data[1].inheritable):
+            data[0].inheritable = data[1].inheritable = 0
+            if libc.capset(ctypes.byref(header), data) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"capset (inheritable): {os.strerror(err)}")
+        if data[0].effective & (1 << 8) == 0:  # no CAP_SETPCAP (not root): the bounding set is not ours to change
+            return
+        for cap in range(self.last_cap + 1):
+            if cap not in KEEP_CAPS and self._prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                err = ctypes.get_errno()
+                if err != errno.EINVAL:  # a capability this kernel does not know
+                    raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
 
     def close(self) -> None:
         if self.fd >= 0:

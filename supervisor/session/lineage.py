@@ -64,6 +64,7 @@ MAX_DEPTH = 4096
 #: Walks started again when the tree changed under one, before giving up.
 ATTEMPTS = 8
 PR_SET_NAME = 15
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -242,11 +243,24 @@ def reap_adopted(skip: set[int], own_sid: int) -> list[tuple[int, int]]:
 
 
 def mark_daemon() -> None:
-    """Name this process :data:`DAEMON_COMM` (call in the daemon, once)."""
+    """Name this process :data:`DAEMON_COMM` and make it undumpable (call in the daemon, once).
+
+    Undumpable (``PR_SET_DUMPABLE`` 0): a process of the same uid without
+    ``CAP_SYS_PTRACE`` can no longer ptrace the daemon, nor read its memory,
+    environment or descriptors through ``/proc/PID/`` (they belong to root
+    now).  agentd's fence keeps fenced agents out anyway; this holds against
+    the agents it does not fence (a Codex unit in its own sandbox, ``fence =
+    "off"``).  Not inherited across exec: agents and helpers are dumpable
+    again (a child step that needs its own ``/proc/self`` before exec sets it
+    back, :mod:`.mountview`).
+    """
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_NAME, DAEMON_COMM.encode(), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_NAME): {os.strerror(err)}")
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_DUMPABLE): {os.strerror(err)}")
 
 
 def children() -> list[int] | None:

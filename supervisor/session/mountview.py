@@ -25,7 +25,14 @@ child before the Landlock fence (a :class:`View` is a ``pty.ChildStep``):
   one fails with ``EBUSY`` (it is a mount point), a write with ``EROFS``;
 * ``anchored``: directories bound onto themselves as they are, so that they
   cannot be renamed away (with the read-only files inside them) and replaced:
-  ``.git`` itself, the directory of the settings file.
+  ``.git`` itself, the directory of the settings file;
+* ``private_pts``: a new ``devpts`` instance on ``/dev/pts``: no other unit's
+  terminal (nor the person's) is visible, so none can be written, read or
+  typed into (``TIOCSTI`` needs only a descriptor opened for reading), while
+  ``/dev/ptmx`` makes new terminals in the private instance (``script``,
+  ``tmux``, ``expect`` work).  The agent's own terminal is not in it: its
+  descriptors and ``/dev/tty`` work, ``ttyname()`` of them fails (``tty``
+  prints "not a tty").
 
 Mounts made before ``landlock_restrict_self`` stay: a Landlock-restricted
 process may not mount, unmount or pivot, and may not ptrace (or open
@@ -69,6 +76,9 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_SLAVE = 1 << 19
 MS_RELATIME = 1 << 21
+PR_SET_DUMPABLE = 4
+#: The private devpts: anyone may open its ptmx (only this namespace sees it); its terminals are the opener's.
+PTS_OPTIONS = "newinstance,ptmxmode=0666,mode=0620"
 #: statvfs flags whose mount flags a remount in a user namespace must keep (they are locked there).
 _LOCKED = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
            (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
@@ -83,10 +93,11 @@ class ViewSpec:
     readonly: tuple[Path, ...] = ()
     anchored: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=(), compare=False)
+    private_pts: bool = False  # a devpts instance of its own on /dev/pts: no other terminal is visible
 
     @classmethod
     def of(cls, hidden: Path | None, shown: Iterable[Path] = (), readonly: Iterable[Path] = (),
-           anchored: Iterable[Path] = ()) -> ViewSpec:
+           anchored: Iterable[Path] = (), *, private_pts: bool = False) -> ViewSpec:
         """Resolve the paths, keep those that exist, and say what was left out."""
         notes: list[str] = []
         keep_ro: list[Path] = []
@@ -110,11 +121,12 @@ class ViewSpec:
                 for real in reals:  # those inside the hidden directory, none beneath another (it shows them)
                     if hide in real.parents and real.exists() and not any(k in real.parents for k in keep_shown):
                         keep_shown.append(real)
-        return cls(hide, tuple(sorted(keep_shown)), tuple(sorted(keep_ro)), tuple(keep_anchor), tuple(notes))
+        return cls(hide, tuple(sorted(keep_shown)), tuple(sorted(keep_ro)), tuple(keep_anchor), tuple(notes),
+                   private_pts)
 
     @property
     def empty(self) -> bool:
-        return self.hidden is None and not self.readonly and not self.anchored
+        return self.hidden is None and not self.readonly and not self.anchored and not self.private_pts
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,9 @@ class View:
     def __call__(self) -> None:  # runs in the forked child (also called directly by tests in a child)
         libc, spec = self._libc, self.spec
         userns = self.mode.kind == "userns"
+        # the daemon is not dumpable (lineage.mark_daemon), and neither is its fork until exec: its
+        # /proc/self files belong to root then, and a user namespace could not write its uid_map
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         err = _unshare(libc, CLONE_NEWNS | (CLONE_NEWUSER if userns else 0))
         if err:
             raise OSError(err, f"unshare: {os.strerror(err)}")
@@ -196,6 +211,8 @@ class View:
                 _mount(libc, None, where, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(where))
         if spec.hidden is not None:
             self._hide(libc, spec)
+        if spec.private_pts:  # a new instance: the terminals opened from now on (/dev/ptmx finds it) and no other
+            _mount(libc, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, PTS_OPTIONS)
         try:  # the working directory was looked up before the mounts: look it up again through them
             os.chdir(os.getcwd())
         except OSError:

@@ -294,3 +294,25 @@ def test_the_persons_own_config_reaches_the_transport_and_the_projects_does_not(
     record_decision(a, "not through the project's", WHY, now=T0)
     refused = subprocess.run(agentd, env=env, capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0 and "not through the project's" not in git(bare, "show", "agentd-memory:.agent/decisions.log")
+
+
+def test_a_fifo_planted_in_git_ends_a_cron_sync_with_a_clear_error_never_a_hang(clones, tmp_path: Path):
+    """libgit2 opens a FIFO an agent put in .git/ (here packed-refs, which every ref lookup reads) with no timeout:
+    `agentd sync` in a cron job blocked for ever.  Its git work runs in a helper it kills after GIT_TIMEOUT."""
+    import time
+
+    from supervisor.memory.gitworker import GIT_TIMEOUT
+
+    _, a, _ = clones
+    record_decision(a, "made before the plant", WHY, now=T0)
+    (a / ".git" / "packed-refs").unlink()  # the clone packed its refs: an agent replaces the file with a FIFO
+    os.mkfifo(a / ".git" / "packed-refs")
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "supervisor", "--root", str(a), "sync", "--retries", "3"],
+                          env={**os.environ, "PYTHONPATH": PROJECT}, capture_output=True, text=True,
+                          timeout=GIT_TIMEOUT * 4)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"gave no answer within {GIT_TIMEOUT:g}s" in done.stderr and "FIFO" in done.stderr
+    assert "after 1 attempt(s)" in done.stderr  # not tried again: it would block again
+    assert time.monotonic() - began < GIT_TIMEOUT * 3
+    assert "gave no answer" in json.loads((a / ".agent" / "local" / "sync.json").read_text())["error"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, find_wip, list_wips, save_wip, thin
-from supervisor.memory.wipview import restore_wip
+from supervisor.memory.wip import REF_ROOT, WipError, changed_paths, save_wip, thin
+from supervisor.memory.wipview import find_wip, list_wips, restore_wip
 from tests.memory.conftest import git
 
 SCOPE = ["src/core/**"]
@@ -146,7 +146,7 @@ def agentd(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_wip_commands(repo: Path) -> None:
     (repo / "src" / "core" / "a.py").write_text("saved\n")
-    wip = save_wip(repo, "core", SCOPE, moment="restart", session="s-9")
+    wip = save_wip(repo, "core", SCOPE, moment="restart", session="s-9", record=repo / ".agentd" / "wip")
     assert wip is not None
     listed = agentd(repo, "wip", "list")
     assert listed.returncode == 0 and wip.commit[:12] in listed.stdout and "restart" in listed.stdout
@@ -255,3 +255,61 @@ def test_the_temporary_indexes_older_versions_left_are_removed(repo: Path) -> No
     assert sorted(clean_leftovers(repo)) == sorted(left)
     assert not any(p.exists() for p in left) and keep.exists()
     assert clean_leftovers(repo) == []
+
+
+def _forge(repo: Path, unit: str, number: int, text: str) -> str:
+    """What an agent that can write .git does: a commit of its own, on a WIP ref of its choosing."""
+    (repo / "src" / "core" / "a.py").write_text(text)
+    blob = git(repo, "hash-object", "-w", "src/core/a.py").strip()
+    tree = subprocess.run(["git", "mktree"], cwd=repo, input=f"100644 blob {blob}\ta.py\n", capture_output=True,
+                          text=True, check=True).stdout.strip()
+    commit = git(repo, "commit-tree", tree, "-p", "HEAD", "-m", f"agentd wip: {unit} before checkpoint\n\n"
+                 f"  M src/core/a.py\n\nAgentd-Unit: {unit}\nAgentd-Moment: checkpoint\n").strip()
+    git(repo, "update-ref", f"{REF_ROOT}/{unit}/{number}", commit)
+    return commit
+
+
+def test_forged_wip_refs_are_foreign_and_thinning_keeps_the_recorded_ones(repo: Path, tmp_path: Path) -> None:
+    """The refs are in .git, which agents write: agentd lists, restores and thins by its own record."""
+    record = tmp_path / "state" / "wip"
+    saved = []
+    for n in range(3):
+        (repo / "src" / "core" / "a.py").write_text(f"real {n}\n")
+        wip = save_wip(repo, "core", SCOPE, moment="stop", record=record, keep=3)
+        assert wip is not None
+        saved.append(wip)
+    forged = _forge(repo, "core", 999, "rm -rf / # forged\n")  # a higher number, to push the real ones out
+    git(repo, "update-ref", "-d", f"{REF_ROOT}/core/1")  # a real one deleted
+    git(repo, "update-ref", f"{REF_ROOT}/core/2", forged)  # a real one moved to the forgery
+    listed = list_wips(repo, "core", record)
+    own = [w for w in listed if not w.foreign]
+    assert [(w.number, w.commit) for w in own] == [(w.number, w.commit) for w in saved]  # by the record
+    assert "deleted" in own[0].note and "moved" in own[1].note and not own[2].note
+    foreign = [w for w in listed if w.foreign]
+    assert sorted((w.number, w.commit) for w in foreign) == [(2, forged), (999, forged)]
+    assert find_wip(repo, "core", None, record).commit == saved[-1].commit  # the newest of agentd's, not 999
+    with pytest.raises(WipError, match="not a WIP agentd made"):
+        restore_wip(repo, find_wip(repo, "core", 999, record), force=True)
+    (repo / "src" / "core" / "a.py").write_text("real 0\n")
+    restore_wip(repo, find_wip(repo, "core", 1, record), force=True)  # its ref is gone; its commit is agentd's
+    assert (repo / "src" / "core" / "a.py").read_text() == "real 0\n"
+    # the next save: the planted 999 does not push the real ones out; agentd's three newest stay
+    (repo / "src" / "core" / "a.py").write_text("real 3\n")
+    newest = save_wip(repo, "core", SCOPE, moment="stop", record=record, keep=3)
+    assert newest is not None and newest.number == 1000  # past every number in use
+    own = [w for w in list_wips(repo, "core", record) if not w.foreign]
+    assert [w.commit for w in own] == [saved[1].commit, saved[2].commit, newest.commit]
+    assert git(repo, "rev-parse", f"{REF_ROOT}/core/999").strip() == forged  # not agentd's to delete
+    assert git(repo, "rev-parse", f"{REF_ROOT}/core/2").strip() == forged  # moved: left where the agent put it
+    assert subprocess.run(["git", "show-ref", f"{REF_ROOT}/core/1"], cwd=repo, capture_output=True).stdout == b""
+
+
+def test_the_same_work_again_puts_a_deleted_ref_back(repo: Path, tmp_path: Path) -> None:
+    record = tmp_path / "state" / "wip"
+    (repo / "src" / "core" / "a.py").write_text("kept\n")
+    first = save_wip(repo, "core", SCOPE, moment="crash", record=record)
+    assert first is not None
+    git(repo, "update-ref", "-d", first.ref)
+    again = save_wip(repo, "core", SCOPE, moment="crash", record=record)
+    assert again is not None and again.commit == first.commit and again.number == first.number
+    assert git(repo, "rev-parse", first.ref).strip() == first.commit

@@ -483,3 +483,38 @@ def test_a_units_slow_request_never_holds_up_another_units(tmp_path: Path) -> No
     asyncio.run(main())
     engram = (root / ".agent" / "engram.md").read_text()
     assert engram.index("[@b] from b") < engram.index("[@a] from a")
+
+
+def test_a_claim_through_the_channel_is_the_inboxs_units_whatever_the_request_says(tmp_path: Path) -> None:
+    """`agentd task-state --done` reaches PlanService.claimed for the unit whose inbox the request lies in; the
+    request cannot name a unit, and its session only narrows the claim; the state line is written first."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    init_store(root)
+    state = root / ".agentd"
+    claims: list[tuple] = []
+
+    async def claimed(unit: str, session: str | None, task: str | None, via: str) -> dict:
+        claims.append((unit, session, task, via))
+        return {"checking": "t1", "attempt": 1} if session == "s-now" else {"ignored": f"session {session} is old"}
+
+    inbox = Inbox(root, state, lambda: {"a": _spec("a", ("a/**",)), "b": _spec("b", ("b/**",))}, claim=claimed)
+    box_a, box_b = ensure_inbox(state, "a"), ensure_inbox(state, "b")
+    with pytest.raises(ChannelError, match="unknown field 'unit'"):
+        encode_request("task-done", {"unit": "b", "session": "s-now"})
+    atomic_write(box_a / "00000000000000a1.req", encode_request("task-done", {"state": "models ported",
+                                                                              "session": "s-now"}))
+    atomic_write(box_b / "00000000000000b1.req", encode_request("task-done", {"session": "s-old"}))
+    assert inbox.scan() == 2
+    assert sorted(claims) == [("a", "s-now", None, "task-state --done"), ("b", "s-old", None, "task-state --done")]
+    reply_a = json.loads((box_a / "00000000000000a1.reply").read_text())
+    assert reply_a["ok"] and "claimed: agentd now checks task t1 (attempt 1)" in reply_a["text"]
+    assert "State at interruption: models ported" in reply_a["text"]
+    assert "models ported" in (root / ".agent" / "tasks" / "a.md").read_text()
+    reply_b = json.loads((box_b / "00000000000000b1.reply").read_text())
+    assert not reply_b["ok"] and reply_b["text"] == "not claimed: session s-old is old"
+    # a daemon without plans says so; nothing is claimed
+    atomic_write(box_a / "00000000000000a2.req", encode_request("task-done", {}))
+    Inbox(root, state, lambda: {"a": _spec("a", ("a/**",))}).scan()
+    assert json.loads((box_a / "00000000000000a2.reply").read_text()) == {
+        "ok": False, "text": "not claimed: no plan runs in this daemon"}

@@ -23,7 +23,8 @@ from supervisor.memory import AgentPaths, init_store, record_decision, snapshots
 from supervisor.memory.gitfiles import cat_blob, list_files, scope_hashes
 from supervisor.memory.sync import sync_memory
 from supervisor.memory.gitrepo import leaves, open_repo
-from supervisor.memory.wip import clean_leftovers, list_wips, save_wip
+from supervisor.memory.wip import clean_leftovers, save_wip
+from supervisor.memory.wipview import list_wips
 from supervisor.memory.wipview import restore_wip, show_wip
 from supervisor.scope.revert import revert
 from tests.conftest import Project, git, wait_until
@@ -131,7 +132,8 @@ def test_a_worktree_pointing_away_from_the_project_is_refused(tmp_path: Path) ->
 def test_a_crafted_wip_commit_cannot_make_restore_write_through_a_symlink(tmp_path: Path) -> None:
     """The WIP refs live in .git/: an agent can forge two, the first restoring a symlink to a directory
     outside, the second a file below that symlink (``agentd wip restore`` runs as the person)."""
-    from supervisor.memory.wip import WipError, find_wip
+    from supervisor.memory.wip import WipError
+    from supervisor.memory.wipview import find_wip
 
     root, outside = tmp_path / "proj", tmp_path / "outside"
     make_repo(tmp_path, root)
