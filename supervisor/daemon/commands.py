@@ -204,6 +204,8 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "schedule": schedule,
         "sandbox": _sandbox(unit),
         "frozen": unit.watch.frozen_now(driver.session_id) if driver else None,
+        # a blocking screen, named at once: screen, todo, since, for (s), and the freeze it becomes after [freeze] after
+        "blocked": unit.watch.blocked_now(driver.session_id) if driver else None,
         "checkpoint_limits": _checkpoint_limits(unit),
     }
 
