@@ -132,13 +132,18 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
 Examples:
   agentd status                 # every unit
   agentd status web --json      # one unit, machine-readable (exit 3 unless it runs)
+  agentd status --full          # every note whole, wrapped below the table
   agentd status --fleet         # this daemon's units and its [fleet] peers' (docs/fleet.md)""")
 @click.argument("units", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the daemon, its units, refused unit files")
+@click.option("--full", "-l", is_flag=True, help="no NOTE column: each unit's notes below the table, whole and wrapped")
 @click.option("--fleet", is_flag=True, help="also the units of the [fleet] peers, with their host (exit 3 if one does not answer)")
 @pass_app
-def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) -> None:
-    """Show units: state, pid, uptime, restarts, last exit, CPU and memory.
+def status(app: AppContext, units: tuple[str, ...], as_json: bool, full: bool, fleet: bool) -> None:
+    """Show units: state, pid, uptime, crashes and cycles, last exit, CPU, memory, context, and a NOTE.
+    CRASHES counts sessions that ended on their own; CYCLES the planned continuity cycles (not restarts);
+    a LAST EXIT agentd caused says `planned`.  NOTE puts what to do first (a blocking screen, a freeze,
+    why it failed); on a narrow terminal it is cut, and what to do is repeated whole below.
 
     Exit code (LSB): 0 when running (every named unit running), 3 when not.
     """
@@ -152,10 +157,7 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) 
         sys.exit(status_fleet(app.settings, as_json))
     settings = app.paths
     if not daemon_running(settings):
-        if as_json:
-            click.echo(json.dumps({"daemon": None, "units": []}))
-        else:
-            click.echo("agentd is not running")
+        click.echo(json.dumps({"daemon": None, "units": []}) if as_json else "agentd is not running")
         sys.exit(3)
     result = client_call(settings, "status", units=units_arg(units))
     assert isinstance(result, dict)
@@ -164,7 +166,7 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) 
     else:
         from .style import colour_on, width
 
-        click.echo(render_status(result, colour=colour_on(), limit=width()))
+        click.echo(render_status(result, colour=colour_on(), limit=width(), full=full))
     if units and any(row["state"] != "running" for row in result["units"]):
         sys.exit(3)
 

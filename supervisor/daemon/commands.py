@@ -176,8 +176,11 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "pid": driver.pid if driver else None,
         "session": driver.session_id if driver else unit.last_session,
         "uptime": round(driver.uptime, 1) if driver else None,
-        "restarts": unit.restarts,
+        "restarts": unit.restarts,  # after an exit or a restart command; planned cycles are "cycles"
+        "crashes": unit.crashes,  # sessions that ended on their own while running
+        "cycles": unit.cycled,  # continuity cycles that started a fresh session
         "last_exit": unit.last_exit.describe() if unit.last_exit else None,
+        "last_exit_planned": unit.exit_planned if unit.last_exit else None,  # agentd ended it (a cycle, a stop)
         "next_restart_in": round(unit.next_start_at - now, 1) if unit.next_start_at else None,
         "reason": unit.reason,
         "cpu_seconds": round(unit.stats[0], 2) if driver else None,
