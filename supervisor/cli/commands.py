@@ -398,14 +398,13 @@ Examples:
 def check(app: AppContext) -> None:
     """Validate every unit file and the rules between units, without starting anything.
 
-    It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1
-    on errors, or when there is no unit).  It also warns about units that load
-    but will misbehave: an interactive shell or REPL as the agent,
-    checkpoint deadlines longer than the stop timeout agentd runs under
-    (systemd's TimeoutStopSec, via $TIMEOUT_STOP_USEC or the
-    service_stop_timeout setting), an agent's own sandbox bypassed without
-    agentd's fence, a Codex workdir its CODEX_HOME does not trust, and (with
-    the daemon running) a [context] window that disagrees with the agent's own.
+    It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1 on errors, or when there is
+    no unit).  It also warns about units that load but will misbehave: an interactive shell or REPL as the
+    agent, checkpoint deadlines longer than the stop timeout agentd runs under (systemd's TimeoutStopSec,
+    via $TIMEOUT_STOP_USEC or the service_stop_timeout setting), an agent's own sandbox bypassed without
+    agentd's fence, a Codex workdir its CODEX_HOME does not trust, a Codex or Claude agent with no login
+    or key (or the example's placeholder key; read from files, no network), and (with the daemon
+    running) a [context] window that disagrees with the agent's own.
     """
     from ..adapters.checks import agent_warnings
     from ..config.check import load_project_units

@@ -3,6 +3,9 @@
 One :class:`Finding` per check, each with what to do when it fails:
 
 * the agent CLIs the units name, and their versions against the verified ones;
+* each Codex and Claude unit's login, from files and the environment (the
+  running daemon's, else this one), never the network
+  (:func:`supervisor.adapters.checks.login_problem`);
 * git;
 * inotify watches against the project's folders;
 * user namespaces and Landlock (the scope fence, the end-to-end tests);
@@ -113,6 +116,20 @@ def check_agent(spec: UnitSpec, root: Path, path_env: str) -> Finding:
         return Finding(name, Status.WARN, f"{kind} {version} at {program}; agentd is verified with {VERIFIED[kind]}",
                        f"{INSTALL[kind]} (other versions may change hooks, token counts or keys)")
     return Finding(name, Status.OK, f"{kind} {version} at {program} (verified)")
+
+
+def check_login(spec: UnitSpec, settings: Settings, environ: Mapping[str, str]) -> Finding | None:
+    """A Codex or Claude unit's agent can log in (a key, a login file), read without the network."""
+    from ..adapters.checks import login_problem
+
+    if spec.agent.kind not in VERIFIED:
+        return None
+    name = f"login {spec.name}"
+    problem = login_problem(spec, settings, environ)
+    if problem is None:
+        return Finding(name, Status.OK, f"{spec.agent.kind}: a key or a login is there (not tried: no network)")
+    detail, _, fix = problem.partition("; ")
+    return Finding(name, Status.WARN, detail, fix)
 
 
 # -- git -------------------------------------------------------------------------------
@@ -342,6 +359,8 @@ def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -
         findings.append(Finding("units", Status.WARN, f"{len(errors)} unit file(s) do not load",
                                 "`agentd check` names each problem"))
     findings.extend(check_agent(spec, root, path_env) for spec in specs.values())
+    agent_env = daemon_environ(settings) or environ  # what the agents are (or would be) started under
+    findings.extend(f for f in (check_login(spec, settings, agent_env) for spec in specs.values()) if f is not None)
     findings.append(check_git(root, path_env))
     findings.append(check_inotify(root))
     findings.append(check_userns())
