@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
-from .progress import INTERRUPTED, announce, checkpointing, interrupted, progress_of, said_at_the_end
+from .progress import (INTERRUPTED, announce, checkpointing, interrupted, narrated_checkpoint, progress_of,
+                       said_at_the_end)
 from .render import render_status
 
 def _refuse_without_units(app: AppContext) -> None:
@@ -321,10 +322,10 @@ def checkpoint(app: AppContext, unit: str) -> None:
     Exit code 1 when the cycle failed: its notes could not be written (the session is kept), or it did
     not run, or no fresh session started.
     """
-    record = client_call(app.paths, "checkpoint", timeout=None, unit=unit)
-    assert isinstance(record, dict)
+    record = narrated_checkpoint(app, unit)  # what it waits for, as it happens (on stderr)
     from .timeline import render_timeline
 
+    assert isinstance(record, dict)
     click.echo(render_timeline([record]))
     outcome = str(record.get("outcome") or "")
     if record.get("flush") == "failed" or outcome.startswith(("failed", "not run", "kept the session")):
