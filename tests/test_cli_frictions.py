@@ -186,3 +186,16 @@ def test_the_status_note_never_shows_empty_parts() -> None:
                            "action": "notify", "after": 120}}
     assert status_note(blocked).startswith("blocked: login: run codex login; [freeze] blocked_screen = notify after 120s")
     assert status_note({}) == ""
+
+
+# -- a decision tagged constraint -----------------------------------------------------------------------------
+
+def test_a_decision_tagged_constraint_says_where_hard_constraints_live(project: Project) -> None:
+    """Issue 27 §2: `--tag constraint` reads like a hard constraint; it is not one."""
+    project.agentd("init")
+    tagged = project.agentd("decide", "never touch the wire format", "--why", "because clients pin it, so no", "--tag",
+                            "constraint")
+    assert ".agent/constraints.md" in tagged.stderr and "not a hard constraint" in tagged.stderr
+    assert "never touch the wire format" in tagged.stdout  # recorded all the same
+    plain = project.agentd("decide", "cache tokens", "--why", "because parsing is slow, so we keep them", "--tag", "arch")
+    assert "constraints.md" not in plain.stderr

@@ -15,7 +15,7 @@ import click
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
 from .progress import (INTERRUPTED, announce, checkpointing, interrupted, narrated_checkpoint, progress_of,
                        said_at_the_end)
-from .render import render_status
+from .render import render_reload, render_status
 
 def _refuse_without_units(app: AppContext) -> None:
     """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
@@ -219,8 +219,7 @@ def reload(app: AppContext) -> None:
             click.echo(f"  now: {line}", err=True)
         sys.exit(INTERRUPTED)
     assert isinstance(report, dict)
-    for key in ("started", "stopped", "restarted", "kept"):
-        click.echo(f"{key}: {', '.join(report[key]) or '-'}")
+    click.echo(render_reload(report))
     _exit_on_refusals(report)
 
 

@@ -115,9 +115,17 @@ Examples:
 @click.option("--scope", "scope", multiple=True, help="globs the snapshot hashes (default: the unit's scope)")
 def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], alternatives: str,
            module: str | None, global_: bool, scope: tuple[str, ...]) -> None:
-    """Record an irreversible decision (with a snapshot) in the decision log."""
+    """Record an irreversible decision (with a snapshot) in the decision log.
+
+    A decision tagged `constraint` is still a decision (the wakeup carries the last few); hard
+    constraints, carried whole by every wakeup and never cut, live in .agent/constraints.md.
+    """
     from ..memory import AgentPaths, record_decision
 
+    if any(tag.strip().lower() in ("constraint", "constraints") for tag in tags):
+        click.echo("note: a decision tagged `constraint` is not a hard constraint: hard constraints live in "
+                   ".agent/constraints.md, one per line (every wakeup carries them whole; `forbid:` lines fence "
+                   "paths); add it there too if it must never be broken", err=True)
     inbox = channel_inbox()
     if inbox is not None:
         through_channel(inbox, "decide", {"text": text, "why": why, "tags": list(tags), "files": list(files),

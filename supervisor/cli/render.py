@@ -200,6 +200,15 @@ def render_status(result: dict, colour: bool = False, limit: int | None = None, 
     return "\n".join(lines)
 
 
+def render_reload(report: dict) -> str:
+    """``agentd reload``: what was started, stopped, restarted and kept, then each unit whose file does not
+    load, and why (kept on its old definition, or not loaded at all)."""
+    lines = [f"{key}: {', '.join(report[key]) or '-'}" for key in ("started", "stopped", "restarted", "kept")]
+    for key, words in (("kept_old", "kept on its old definition"), ("not_loaded", "not loaded")):
+        lines += [f"{name}: {words}: {visible(why)}" for name, why in (report.get(key) or {}).items()]
+    return "\n".join(lines)
+
+
 def render_violations(records: list[dict]) -> str:
     """``agentd violations``: one line per violation, paths and rules with their escapes made visible."""
     from tabulate import tabulate

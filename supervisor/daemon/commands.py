@@ -52,11 +52,22 @@ def unit_of(daemon: Daemon, name: Any) -> UnitSupervisor:
     if not isinstance(name, str) or name not in daemon.units:
         from difflib import get_close_matches
 
+        why = [e.message for e in daemon.load_errors if getattr(e, "path", None) is not None
+               and e.path.name == f"{name}.toml"]
+        if why:  # its file is there but does not load: say why, not "no such unit"
+            raise ControlError(f"unit {name!r} is not loaded: {e_path(daemon, name)}: {why[0]} "
+                               "(fix the file, then `agentd reload`)")
+
         known = ", ".join(sorted(daemon.units)) or "none"
         close = get_close_matches(name, list(daemon.units), n=1) if isinstance(name, str) else []
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ControlError(f"no such unit {name!r}{hint} (known units: {known})")
     return daemon.units[name]
+
+
+def e_path(daemon: Daemon, name: str) -> str:
+    """The unit file of ``name``, as status names it."""
+    return str(daemon.settings.units_path / f"{name}.toml")
 
 
 def _names(args: dict[str, Any]) -> list[str] | None:
