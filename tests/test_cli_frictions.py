@@ -199,3 +199,25 @@ def test_a_decision_tagged_constraint_says_where_hard_constraints_live(project: 
     assert "never touch the wire format" in tagged.stdout  # recorded all the same
     plain = project.agentd("decide", "cache tokens", "--why", "because parsing is slow, so we keep them", "--tag", "arch")
     assert "constraints.md" not in plain.stderr
+
+
+# -- other supervisors' words --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("alias", "command"), [("ls", "status"), ("list", "status"), ("ps", "status"), ("monit", "web")])
+def test_pm2_and_ps_habits_reach_our_commands(alias: str, command: str) -> None:
+    """Issue 27 §2: `agentd ls` suggested `logs`, `monit` suggested `init`."""
+    from click.testing import CliRunner
+
+    from supervisor.cli.app import cli
+
+    got = CliRunner().invoke(cli, [alias, "--help"])
+    assert got.exit_code == 0, got.output
+    assert got.output.split("\n", 2)[2] == CliRunner().invoke(cli, [command, "--help"]).output.split("\n", 2)[2]
+    assert CliRunner().invoke(cli, ["lss"]).exit_code != 0  # no alias swallows a typo
+
+
+def test_the_fast_status_path_knows_the_aliases() -> None:
+    from supervisor.cli import fast
+
+    assert fast.parse(["ls", "web"]) == fast.parse(["status", "web"]) is not None
+    assert fast.parse(["list", "--json"]) == fast.parse(["status", "--json"]) is not None

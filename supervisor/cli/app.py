@@ -9,10 +9,26 @@ import click
 
 from .context import AppContext
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+#: Other supervisors' words for our commands (pm2's ls/list and monit, ps's habit): not listed in --help's
+#: commands, but named in its epilog, and never suggested over a real command.
+ALIASES = {"ls": "status", "list": "status", "ps": "status", "monit": "web"}
+
+
+class AliasedGroup(click.Group):
+    """A group that also answers to :data:`ALIASES` (``agentd ls`` runs ``agentd status``)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in ALIASES:
+            return super().get_command(ctx, ALIASES[cmd_name])
+        return found
+
+
+@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
 Examples:
   agentd init && agentd start   # a new project: .agent/, units/example.toml, the daemon
-  agentd status                 # from any folder of the project
+  agentd status                 # from any folder of the project (also: ls, list, ps)
+  agentd web                    # the dashboard (also: monit)
   agentd doctor --env           # is this machine ready?
   agentd COMMAND --help         # each command's options and examples""")
 @click.version_option(None, "--version", "-V", package_name="agentd", prog_name="agentd",

@@ -30,7 +30,7 @@ def parse(argv: list[str]) -> tuple[Path | None, Path | None, list[str], bool, b
     """``(config, project, units, as_json, full)`` for a plain status command line, else None (the click path)."""
     values: dict[str, str] = {}
     i = 0
-    while i < len(argv) and argv[i] != "status":
+    while i < len(argv) and argv[i] not in ("status", "ls", "list"):  # ls, list: aliases (app.ALIASES)
         arg = argv[i]
         name, eq, value = arg.partition("=")
         key = _GLOBAL.get(name)
