@@ -44,6 +44,10 @@ def cli(ctx: click.Context, config: Path | None, project: Path | None) -> None:
     Every command finds its project the way git finds a repository: --project,
     else $AGENTD_PROJECT, else the nearest folder at or above the working
     directory that holds units/, .agent/ or .agentd/.
+
+    --json prints one JSON object for a state (status, report, plan status and report, web) and JSON
+    Lines, one object per line, for records (history, logs, log, wip list, violations, recall, fact
+    list, snapshot list): docs/json.md.
     """
     ctx.obj = AppContext(config, project)
 

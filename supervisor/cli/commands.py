@@ -368,7 +368,7 @@ Examples:
   agentd violations             # every unit's
   agentd violations web --json""")
 @click.argument("unit", required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one violation per line")
 @pass_app
 def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
     """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher

@@ -242,7 +242,7 @@ Examples:
 @click.option("--all", "all_", is_flag=True, help="every module's log")
 @click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
 @click.option("--tag", help="only decisions with this tag")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one decision per line")
 def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None, as_json: bool) -> None:
     """The decision timeline: the global log merged by time with module logs (all epochs)."""
     from ..memory import AgentPaths
@@ -306,7 +306,7 @@ def snapshot_show(ident: str, file: str | None) -> None:
 Examples:
   agentd snapshot list --limit 5""")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="JSON lines (each snapshot's summary)")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one snapshot's summary per line")
 def snapshot_list(limit: int, as_json: bool) -> None:
     """The newest snapshots, newest first."""
     from ..memory import snapshots

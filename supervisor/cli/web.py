@@ -17,7 +17,7 @@ Examples:
   curl -H "Authorization: Bearer $(cat .agentd/web-token)" http://127.0.0.1:8765/metrics""")
 @click.option("--open", "open_browser", is_flag=True, help="open the URL in a browser")
 @click.option("--stop", is_flag=True, help="stop serving the dashboard (the daemon and the units go on)")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the URL, where it listens, the token file")
 @pass_app
 def web(app: AppContext, open_browser: bool, stop: bool, as_json: bool) -> None:
     """Serve the dashboard from the running daemon and print its URL.
