@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .. import __version__
 from .context import AppContext
 
 #: Other supervisors' words for our commands (pm2's ls/list and monit, ps's habit): not listed in --help's
@@ -31,8 +32,8 @@ Examples:
   agentd web                    # the dashboard (also: monit)
   agentd doctor --env           # is this machine ready?
   agentd COMMAND --help         # each command's options and examples""")
-@click.version_option(None, "--version", "-V", package_name="agentd", prog_name="agentd",
-                      message="%(prog)s %(version)s")
+@click.version_option(__version__, "--version", "-V", prog_name="agentd",  # not the distribution's metadata: its
+                      message="%(prog)s %(version)s")  # name changed (agentd-supervisor), the version did not
 @click.option("--config", type=click.Path(path_type=Path), help="settings file (default: etc/agentd.toml)")
 @click.option("--project", "--root", "project", type=click.Path(path_type=Path, file_okay=False),
               help="the project (default: $AGENTD_PROJECT, else the nearest folder at or above the working "

@@ -11,7 +11,9 @@ One :class:`Finding` per check, each with what to do when it fails:
 * user namespaces and Landlock (the scope fence, the end-to-end tests);
 * the state directory (the control socket's home): owner, mode, path length;
 * free disk space for transcripts;
-* the service manager's stop timeout against the checkpoint deadlines.
+* the service manager's stop timeout against the checkpoint deadlines;
+* supervisord's ``supervisor`` distribution installed beside agentd: both
+  import as ``supervisor`` (:func:`check_collision`).
 
 Each check takes what it reads as arguments (paths, the environment), so that
 a test can point it at a failing case.
@@ -25,11 +27,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
@@ -341,6 +343,24 @@ def check_stop_timeout(specs: Mapping[str, UnitSpec], settings: Settings, enviro
                    f"{limit.seconds:g} s")
 
 
+# -- the import name -------------------------------------------------------------------------
+
+def check_collision(lookup: Callable[[str], Any] | None = None) -> Finding:
+    """supervisord's distribution (named ``supervisor``) is not installed beside agentd: both import as
+    ``supervisor``, and whichever was installed last overwrote the other's files."""
+    from importlib import metadata
+
+    try:
+        dist = (lookup or metadata.distribution)("supervisor")
+    except metadata.PackageNotFoundError:
+        return Finding("package name", Status.OK, "no supervisord beside it (agentd's import name is `supervisor`)")
+    return Finding("package name", Status.WARN,
+                   f"supervisord ({dist.metadata['Name']} {dist.version}) is installed in this environment "
+                   f"({sys.prefix}): it and agentd (agentd-supervisor) both import as `supervisor`, so one "
+                   "overwrites the other's files",
+                   "install agentd in an environment of its own: `pipx install .` from a checkout (README)")
+
+
 # -- all of it -------------------------------------------------------------------------------
 
 def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Finding]:
@@ -368,4 +388,5 @@ def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -
     findings.append(check_state_dir(settings.state_path, settings.socket_path))
     findings.append(check_disk(settings.transcripts_path))
     findings.append(check_stop_timeout(specs, settings, environ))
+    findings.append(check_collision())
     return findings
