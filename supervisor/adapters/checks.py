@@ -95,16 +95,19 @@ def login_problem(spec: UnitSpec, settings: Settings, environ: Mapping[str, str]
     home = adapter.home_path(env)
     homes = [home, adapter.person_home(env)] if cfg.home == "private" else [home]  # the login is imported
     for where in homes:
-        if (where / "auth.json").is_file():
+        if (where / "auth.json").is_file() or _mentions(where / "config.toml", "model_provider"):
             return None
-        try:
-            if "model_provider" in (where / "config.toml").read_text(encoding="utf-8"):
-                return None
-        except (OSError, UnicodeDecodeError):
-            pass
     return (f"Codex has no login: no auth.json in {' or '.join(str(h) for h in homes)} and no "
             f"{' or '.join(CODEX_KEYS)} in the environment, so it stops at \"Sign in with ChatGPT\"; run "
             f"`CODEX_HOME={homes[-1]} codex login`, or set [codex] base_url (and env_key) for a provider of your own")
+
+
+def _mentions(path: Path, word: str) -> bool:
+    """``word`` is in the text file at ``path`` (False when it cannot be read)."""
+    try:
+        return word in path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _claude_login(spec: UnitSpec, env: Mapping[str, str], private: Path) -> str | None:
@@ -122,11 +125,8 @@ def _claude_login(spec: UnitSpec, env: Mapping[str, str], private: Path) -> str 
     if (folder / ".credentials.json").is_file():  # a login (`claude` then /login, in that config dir)
         return None
     if config:
-        try:
-            if "apiKeyHelper" in (folder / "settings.json").read_text(encoding="utf-8"):
-                return None
-        except (OSError, UnicodeDecodeError):
-            pass
+        if _mentions(folder / "settings.json", "apiKeyHelper"):  # a command that prints the key
+            return None
         return (f"Claude Code has no key and no login: no {' or '.join(CLAUDE_KEYS)} in the environment and no "
                 f".credentials.json in {folder}; set ANTHROPIC_API_KEY in [agent] env, or log in once with "
                 f"CLAUDE_CONFIG_DIR={folder} claude")
