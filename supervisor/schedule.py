@@ -148,7 +148,8 @@ _LIMIT_RE = re.compile(
     r"(?:usage|rate)[ -]limits?\b.{0,40}?\b(?:reached|exceeded|hit)\b"
     r"|\b(?:hit|reached|exceeded) (?:the |your )?(?:\w+ )?(?:usage|rate)[ -]limit"
     r"|you(?:'ve| have) (?:hit|reached) your (?:\w+ )?limit"
-    r"|quota (?:exceeded|exhausted)|out of credits|too many requests|(?:http|status|error)[ :]*429\b",
+    r"|quota (?:exceeded|exhausted)|out of credits|too many requests|(?:http|status|error)[ :]*429\b"
+    r"|request rejected \(429\)",  # Claude Code 2.1.328: "API Error: Request rejected (429) · ... rate limit"
     re.IGNORECASE,
 )
 #: One of these (lower case) is in every match of _LIMIT_RE in ASCII text.
@@ -175,13 +176,15 @@ def usage_limit(text: str, now: datetime | None = None) -> UsageLimit | None:
     if _LIMIT_RE.search(text) is None:  # one pass over the text (a line's match is also the text's)
         return None
     now = now or datetime.now(timezone.utc)
-    found = None
-    for line in text.splitlines():
+    found, after = None, ""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
         if _LIMIT_RE.search(line):
-            found = line.strip()
+            found, after = line.strip(), (lines[i + 1].strip() if i + 1 < len(lines) else "")
     if found is None:
         return None
-    return UsageLimit(found[:300], _reset_time(found, now))
+    # a TUI wraps the message: Codex 0.169.0's "try again at 1:42 PM." is on the line after the limit's
+    return UsageLimit(found[:300], _reset_time(found, now) or _reset_time(after, now))
 
 
 def _reset_time(line: str, now: datetime) -> datetime | None:

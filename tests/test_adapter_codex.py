@@ -320,14 +320,15 @@ def test_agentd_check_warns_about_a_bypass_and_an_untrusted_git_workdir(tmp_path
     from supervisor.adapters.checks import agent_warnings
 
     person = tmp_path / "person-codex"
+    KEYED = {"OPENAI_API_KEY": "sk-proj-k"}  # noqa: N806 - a key: the login warning is test_login_checks'
     adapter = make(tmp_path, "bypass_sandbox = true\n")
     assert any("bypass_sandbox" in w for w in agent_warnings(adapter.spec, adapter.settings, {}))
     spec = make(tmp_path, "").spec
     spec = spec.model_copy(update={"codex": spec.codex.model_copy(update={"home": str(person)})})
-    assert agent_warnings(spec, adapter.settings, {}) == []  # not a git repository: Codex does not ask
+    assert agent_warnings(spec, adapter.settings, KEYED) == []  # not a git repository: Codex does not ask
     (tmp_path / ".git").mkdir()
-    (warning,) = agent_warnings(spec, adapter.settings, {})
+    (warning,) = agent_warnings(spec, adapter.settings, KEYED)
     assert "Trust this folder?" in warning and "agentd trust cx" in warning
     assert not person.exists()  # checking created nothing
     trust_workdir(person / "config.toml", tmp_path.resolve())
-    assert agent_warnings(spec, adapter.settings, {}) == []
+    assert agent_warnings(spec, adapter.settings, KEYED) == []

@@ -95,6 +95,9 @@ def test_ctrl_c_during_stop_says_the_daemon_goes_on(project: Project, tmp_path: 
     project.fake_unit("slow", "--on-checkpoint", "slow:120", cycle=True)
     project.agentd("start")
     project.wait_state("slow", "running")
+    # a unit that has not taken its wakeup yet is stopped at once (nothing to checkpoint): wait for it
+    wait_until(lambda: project.unit_status("slow")["wakeup"] not in (None, "pending", "typing"), 60,
+               what="the wakeup delivered")
     err_path = tmp_path / "stop.err"
     with open(err_path, "w") as err:
         proc = subprocess.Popen([*AGENTD, "--project", str(project.root), "stop"], env=clean_env(), stdout=err,
@@ -168,10 +171,54 @@ def test_the_status_note_never_shows_empty_parts() -> None:
     from supervisor.cli.render import status_note
 
     assert status_note({"violations": 2, "queued_sends": 2, "activity": "", "reason": None}) == \
-        "2 violation(s); 2 queued"
+        "2 queued; 2 violation(s)"
     assert status_note({"activity": "waiting for the turn to end", "next_restart_in": 4.2}) == \
-        "restart in 4s; waiting for the turn to end"
+        "waiting for the turn to end; restart in 4s"
     row = {"schedule": {"start": "2026-12-01T22:00:00+00:00", "stop": None}, "reason": "scheduled stop",
            "last_checkpoint": {"trigger": "threshold", "flush": "verified", "ratio": 0.0123}}
-    assert status_note(row) == "next start 2026-12-01 22:00:00; scheduled stop; last checkpoint threshold verified 1.2%"
+    # the ratio is the wakeup's size against the context before, and says so (issue 27 §2)
+    assert status_note(row) == ("scheduled stop; next start 2026-12-01 22:00:00; "
+                                "last cycle: threshold, notes verified, wakeup 1.2% of the context before")
+    # what to do comes first: a failed unit's reason, a blocking screen
+    failed = {"state": "failed", "reason": "too many restarts", "scope": "watched, not enforced (no landlock)"}
+    assert status_note(failed) == "too many restarts; scope: watched, not enforced (no landlock)"
+    blocked = {"state": "running", "scope": "watched, not enforced (no landlock)", "activity": None,
+               "blocked": {"screen": "login", "todo": "run codex login", "freeze": "blocked_screen",
+                           "action": "notify", "after": 120}}
+    assert status_note(blocked).startswith("blocked: login: run codex login; [freeze] blocked_screen = notify after 120s")
     assert status_note({}) == ""
+
+
+# -- a decision tagged constraint -----------------------------------------------------------------------------
+
+def test_a_decision_tagged_constraint_says_where_hard_constraints_live(project: Project) -> None:
+    """Issue 27 §2: `--tag constraint` reads like a hard constraint; it is not one."""
+    project.agentd("init")
+    tagged = project.agentd("decide", "never touch the wire format", "--why", "because clients pin it, so no", "--tag",
+                            "constraint")
+    assert ".agent/constraints.md" in tagged.stderr and "not a hard constraint" in tagged.stderr
+    assert "never touch the wire format" in tagged.stdout  # recorded all the same
+    plain = project.agentd("decide", "cache tokens", "--why", "because parsing is slow, so we keep them", "--tag", "arch")
+    assert "constraints.md" not in plain.stderr
+
+
+# -- other supervisors' words --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("alias", "command"), [("ls", "status"), ("list", "status"), ("ps", "status"), ("monit", "web")])
+def test_pm2_and_ps_habits_reach_our_commands(alias: str, command: str) -> None:
+    """Issue 27 §2: `agentd ls` suggested `logs`, `monit` suggested `init`."""
+    from click.testing import CliRunner
+
+    from supervisor.cli.app import cli
+
+    got = CliRunner().invoke(cli, [alias, "--help"])
+    assert got.exit_code == 0, got.output
+    assert got.output.split("\n", 2)[2] == CliRunner().invoke(cli, [command, "--help"]).output.split("\n", 2)[2]
+    assert CliRunner().invoke(cli, ["lss"]).exit_code != 0  # no alias swallows a typo
+
+
+def test_the_fast_status_path_knows_the_aliases() -> None:
+    from supervisor.cli import fast
+
+    assert fast.parse(["ls", "web"]) == fast.parse(["status", "web"]) is not None
+    assert fast.parse(["list", "--json"]) == fast.parse(["status", "--json"]) is not None

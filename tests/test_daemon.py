@@ -126,6 +126,14 @@ def test_malformed_units_are_reported_and_the_others_run(project: Project) -> No
     assert report.returncode == 1 and "refused: " in report.stderr and "good.toml" in report.stderr
     row = project.unit_status("good")
     assert row["state"] == "running" and row["pid"] == pid
+    # the reload says so of every unit, with why: kept on its old definition, or never loaded (issue 27 §2)
+    lines = report.stdout.splitlines()
+    assert any(ln.startswith("good: kept on its old definition: ") and "bogus" in ln for ln in lines), report.stdout
+    assert any(ln.startswith("typo: not loaded: ") for ln in lines), report.stdout
+    assert "kept: -" in report.stdout  # "kept" is for units whose file loads unchanged
+    # a unit whose file does not load is "not loaded", with why, not "no such unit"
+    typo = project.agentd("start", "typo", check=False)
+    assert typo.returncode != 0 and "unit 'typo' is not loaded: " in typo.stderr and "no such unit" not in typo.stderr
 
 
 def test_reload_keeps_restarts_starts_and_stops(project: Project) -> None:

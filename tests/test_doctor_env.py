@@ -52,7 +52,7 @@ def test_a_healthy_machine_and_project_pass(healthy: Project) -> None:
     code, found, out = doctor(healthy)
     assert code == 0, out
     assert set(found) == {"agent web", "git", "git sync", "inotify", "user namespaces", "landlock", "state dir",
-                          "disk", "stop timeout"}, out
+                          "disk", "stop timeout", "package name"}, out
     assert all(status == "ok" for status, _ in found.values()), out
     assert "0 failure(s), 0 warning(s)" in out
 
@@ -265,7 +265,7 @@ def test_output_is_one_line_per_check_with_the_fix_below(healthy: Project) -> No
     lines = out.splitlines()
     index = next(i for i, line in enumerate(lines) if line.startswith("FAIL  state dir"))
     assert lines[index + 1].strip().startswith("-> chmod 700")
-    assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 9
+    assert sum(line.startswith(("ok ", "warn ", "FAIL ")) for line in lines) == 10  # one per check
 
 
 def test_the_short_socket_directory_rule_is_one_for_the_daemon_and_doctor(tmp_path: Path) -> None:
@@ -298,3 +298,17 @@ def test_what_a_sync_runs_follows_the_urls_it_reaches() -> None:
     helpers, _ = sync_runs(person, {"GIT_ASKPASS": "/usr/bin/ask"}, [("https://git.h.example/r", False)])
     assert helpers == [("credential.https://*.h.example.helper", ["sh", "-c", "pass show git"]),
                        ("$GIT_ASKPASS", ["/usr/bin/ask"])]  # the empty helper resets: nothing runs for it
+
+
+def test_supervisord_installed_beside_agentd_is_named(healthy: Project, tmp_path: Path) -> None:
+    """Issue 27 §5: supervisord's distribution is called `supervisor`, agentd's import package too."""
+    site = tmp_path / "site"
+    info = site / "supervisor-4.2.5.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: supervisor\nVersion: 4.2.5\n")
+    code, found, out = doctor(healthy, env=clean_env(PYTHONPATH=str(site)))
+    status, text = found["package name"]
+    assert status == "warn" and "supervisord (supervisor 4.2.5)" in text and "pipx install ." in text, out
+    assert code == 0  # a warning, not a failure
+    code, found, out = doctor(healthy)
+    assert found["package name"][0] == "ok", out

@@ -277,3 +277,20 @@ def test_scope_violations_warn_revert_and_stop(project: Project) -> None:
 def _violations(project: Project) -> list[dict]:
     out = project.agentd("violations", "--json").stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_stop_and_start_say_which_dependents_and_requirements_they_took_along(project: Project) -> None:
+    """Issue 27 §2: `stop api` also stopped web (which requires it) and `start web` also started api, each
+    without a word."""
+    project.fake_unit("api")
+    project.fake_unit("web", unit='requires = ["api"]')
+    project.agentd("start")
+    project.wait_state("api", "running")
+    project.wait_state("web", "running")
+    out = project.agentd("stop", "--now", "api").stdout.splitlines()
+    assert "api: inactive" in out, out
+    assert "web: inactive (also stopped: requires 'api', which was stopped)" in out, out
+    out = project.agentd("start", "web").stdout.splitlines()
+    assert "web: running" in out and "api: running (also started: required by web)" in out, out
+    out = project.agentd("stop", "--now", "web").stdout.splitlines()
+    assert out == ["web: inactive"], out  # a unit nothing requires takes nothing along

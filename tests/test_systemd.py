@@ -256,3 +256,25 @@ def test_init_script_finds_the_readme_venv_and_the_defaults_file(project: Projec
     defaults.write_text(f"AGENTD={VENV_AGENTD}\n")
     status = lsb(project.root, "status", defaults, hide_usr_local=True)
     assert status.returncode == 3 and "agentd is not running" in status.stdout, status.stderr
+
+
+def test_export_names_the_man_page_only_where_it_is_installed(project: Project, tmp_path: Path,
+                                                               verify_env: dict[str, str]) -> None:
+    """Issue 27 §5: pip does not install agentd(1), and `Documentation=man:agentd(1)` made
+    `systemd-analyze verify` fail where it is missing."""
+    project.fake_unit("db")
+    empty = tmp_path / "no-man"
+    (empty / "man1").mkdir(parents=True)
+    bare = project.agentd("export", "systemd", "db", env=clean_env(MANPATH=str(empty))).stdout
+    assert "Documentation=" not in bare and "[Unit]\nDescription=agentd unit db" in bare
+    unit = tmp_path / "bare" / "agentd-db.service"
+    unit.parent.mkdir()
+    unit.write_text(bare)
+    result = verify({**verify_env, "MANPATH": str(empty)}, unit)  # no agentd(1) anywhere systemd looks
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    # where it is installed, the unit names it (and still verifies)
+    documented = project.agentd("export", "systemd", "db", env=verify_env).stdout
+    assert settings_of(documented)["Documentation"] == ["man:agentd(1)"]
+    unit.write_text(documented)
+    result = verify(verify_env, unit)
+    assert result.returncode == 0 and result.stderr == "", result.stderr

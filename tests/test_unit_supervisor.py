@@ -62,6 +62,7 @@ def test_a_crash_backs_off_then_restarts_with_the_exit_recorded(tmp_path: Path) 
         unit.timer_fired()
         await rt.settle()
         assert unit.state is UnitState.RUNNING and unit.restarts == 1 and unit.driver is not first
+        assert (unit.crashes, unit.cycled, unit.exit_planned) == (1, 0, False)
         crash = rt.sessions[-1]
         assert crash.why is StartReason.CRASH and crash.previous == first.session_id and crash.previous_exit == "exit 3"
     run(go())
@@ -128,7 +129,9 @@ def test_the_threshold_runs_one_verified_cycle_into_a_fresh_session(tmp_path: Pa
         assert record.trigger == "threshold" and record.flush == "verified" and record.outcome == "respawned"
         assert record.old_session == old.session_id and record.new_session == unit.driver.session_id
         assert old.typed[0].startswith("CHECKPOINT requested by agentd") and old.ended == [True]
-        assert unit.state is UnitState.RUNNING and unit.restarts == 1 and rt.sessions[-1].why is StartReason.CYCLE
+        assert unit.state is UnitState.RUNNING and rt.sessions[-1].why is StartReason.CYCLE
+        # a planned cycle is counted as a cycle, never as a restart or a crash, and its exit is planned (issue 27 §2)
+        assert (unit.cycled, unit.restarts, unit.crashes) == (1, 0, 0) and unit.exit_planned
         unit.watch.tick()  # the fresh session is below the threshold: nothing more happens
         await rt.settle()
         assert len(rt.cycles) == 1

@@ -32,7 +32,12 @@ def test_good_unit_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "fragments"),
     [
-        ("typo", GOOD + "comand = 1\n", ["typo.toml", "[agent] comand", "unknown key", "allowed keys in [agent]", "command"]),
+        ("typo", GOOD + "comand = 1\n", ["typo.toml", "[agent] comand", "unknown key; did you mean `command`?",
+                                          "allowed keys in [agent]"]),
+        # issue 27 §2: a mistyped key gets a "did you mean"; a key like no other gets none
+        ("promt", GOOD + 'promt = "> "\n', ["[agent] promt", "did you mean `prompt`?"]),
+        ("nothing", GOOD + "zzzzqqq = 1\n", ["[agent] zzzzqqq", "unknown key; allowed keys in [agent]"]),
+        ("sectypo", GOOD + "[chekpoint]\ndeadline = 3\n", ["[chekpoint]", "unknown section; did you mean `checkpoint`?"]),
         ("shell", '[agent]\ncommand = "python -m x"\n', ["shell.toml", "[agent] command", "argv list"]),
         ("enum", GOOD + '[restart]\npolicy = "sometimes"\n', ["enum.toml", "[restart] policy", "'on-failure'", "'sometimes'"]),
         ("syntax", '[agent\ncommand = ["python"]\n', ["syntax.toml", "not valid TOML", "line 1"]),

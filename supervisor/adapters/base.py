@@ -152,6 +152,7 @@ class BlockKind(str, enum.Enum):
     UPDATE = "update"  # "Update available" prompt
     APPROVAL = "approval"  # a tool/command approval prompt
     ONBOARDING = "onboarding"  # first-run screens (theme, welcome)
+    UNREACHABLE = "unreachable"  # the model API cannot be reached: retrying, or given up until a new message
 
 
 @dataclass(frozen=True)

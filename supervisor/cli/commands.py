@@ -13,8 +13,9 @@ from pathlib import Path
 import click
 
 from .context import AppContext, client_call, daemon_running, pass_app, print_result, units_arg
-from .progress import INTERRUPTED, announce, checkpointing, interrupted, progress_of, said_at_the_end
-from .render import render_status
+from .progress import (INTERRUPTED, announce, checkpointing, interrupted, narrated_checkpoint, progress_of,
+                       said_at_the_end)
+from .render import render_reload, render_status
 
 def _refuse_without_units(app: AppContext) -> None:
     """``start`` in a place with nothing to supervise refuses, and says how to make a unit."""
@@ -133,13 +134,18 @@ def stop(app: AppContext, units: tuple[str, ...], now: bool) -> None:
 Examples:
   agentd status                 # every unit
   agentd status web --json      # one unit, machine-readable (exit 3 unless it runs)
+  agentd status --full          # every note whole, wrapped below the table
   agentd status --fleet         # this daemon's units and its [fleet] peers' (docs/fleet.md)""")
 @click.argument("units", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the daemon, its units, refused unit files")
+@click.option("--full", "-l", is_flag=True, help="no NOTE column: each unit's notes below the table, whole and wrapped")
 @click.option("--fleet", is_flag=True, help="also the units of the [fleet] peers, with their host (exit 3 if one does not answer)")
 @pass_app
-def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) -> None:
-    """Show units: state, pid, uptime, restarts, last exit, CPU and memory.
+def status(app: AppContext, units: tuple[str, ...], as_json: bool, full: bool, fleet: bool) -> None:
+    """Show units: state, pid, uptime, crashes and cycles, last exit, CPU, memory, context, and a NOTE.
+    CRASHES counts sessions that ended on their own; CYCLES the planned continuity cycles (not restarts);
+    a LAST EXIT agentd caused says `planned`.  NOTE puts what to do first (a blocking screen, a freeze,
+    why it failed); on a narrow terminal it is cut, and what to do is repeated whole below.
 
     Exit code (LSB): 0 when running (every named unit running), 3 when not.
     """
@@ -153,10 +159,7 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) 
         sys.exit(status_fleet(app.settings, as_json))
     settings = app.paths
     if not daemon_running(settings):
-        if as_json:
-            click.echo(json.dumps({"daemon": None, "units": []}))
-        else:
-            click.echo("agentd is not running")
+        click.echo(json.dumps({"daemon": None, "units": []}) if as_json else "agentd is not running")
         sys.exit(3)
     result = client_call(settings, "status", units=units_arg(units))
     assert isinstance(result, dict)
@@ -165,7 +168,7 @@ def status(app: AppContext, units: tuple[str, ...], as_json: bool, fleet: bool) 
     else:
         from .style import colour_on, width
 
-        click.echo(render_status(result, colour=colour_on(), limit=width()))
+        click.echo(render_status(result, colour=colour_on(), limit=width(), full=full))
     if units and any(row["state"] != "running" for row in result["units"]):
         sys.exit(3)
 
@@ -217,8 +220,7 @@ def reload(app: AppContext) -> None:
             click.echo(f"  now: {line}", err=True)
         sys.exit(INTERRUPTED)
     assert isinstance(report, dict)
-    for key in ("started", "stopped", "restarted", "kept"):
-        click.echo(f"{key}: {', '.join(report[key]) or '-'}")
+    click.echo(render_reload(report))
     _exit_on_refusals(report)
 
 
@@ -320,10 +322,10 @@ def checkpoint(app: AppContext, unit: str) -> None:
     Exit code 1 when the cycle failed: its notes could not be written (the session is kept), or it did
     not run, or no fresh session started.
     """
-    record = client_call(app.paths, "checkpoint", timeout=None, unit=unit)
-    assert isinstance(record, dict)
+    record = narrated_checkpoint(app, unit)  # what it waits for, as it happens (on stderr)
     from .timeline import render_timeline
 
+    assert isinstance(record, dict)
     click.echo(render_timeline([record]))
     outcome = str(record.get("outcome") or "")
     if record.get("flush") == "failed" or outcome.startswith(("failed", "not run", "kept the session")):
@@ -367,7 +369,7 @@ Examples:
   agentd violations             # every unit's
   agentd violations web --json""")
 @click.argument("unit", required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one violation per line")
 @pass_app
 def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
     """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher
@@ -397,14 +399,13 @@ Examples:
 def check(app: AppContext) -> None:
     """Validate every unit file and the rules between units, without starting anything.
 
-    It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1
-    on errors, or when there is no unit).  It also warns about units that load
-    but will misbehave: an interactive shell or REPL as the agent,
-    checkpoint deadlines longer than the stop timeout agentd runs under
-    (systemd's TimeoutStopSec, via $TIMEOUT_STOP_USEC or the
-    service_stop_timeout setting), an agent's own sandbox bypassed without
-    agentd's fence, a Codex workdir its CODEX_HOME does not trust, and (with
-    the daemon running) a [context] window that disagrees with the agent's own.
+    It refuses exactly what `agentd start` and `agentd reload` refuse (exit 1 on errors, or when there is
+    no unit).  It also warns about units that load but will misbehave: an interactive shell or REPL as the
+    agent, checkpoint deadlines longer than the stop timeout agentd runs under (systemd's TimeoutStopSec,
+    via $TIMEOUT_STOP_USEC or the service_stop_timeout setting), an agent's own sandbox bypassed without
+    agentd's fence, a Codex workdir its CODEX_HOME does not trust, a Codex or Claude agent with no login
+    or key (or the example's placeholder key; read from files, no network), and (with the daemon
+    running) a [context] window that disagrees with the agent's own.
     """
     from ..adapters.checks import agent_warnings
     from ..config.check import load_project_units

@@ -3,6 +3,9 @@
 One :class:`Finding` per check, each with what to do when it fails:
 
 * the agent CLIs the units name, and their versions against the verified ones;
+* each Codex and Claude unit's login, from files and the environment (the
+  running daemon's, else this one), never the network
+  (:func:`supervisor.adapters.checks.login_problem`);
 * git, and what ``agentd sync`` runs of the person's git configuration
   (their credential helpers, ssh command: named; one an agent may write: a
   failure);
@@ -10,7 +13,9 @@ One :class:`Finding` per check, each with what to do when it fails:
 * user namespaces and Landlock (the scope fence, the end-to-end tests);
 * the state directory (the control socket's home): owner, mode, path length;
 * free disk space for transcripts;
-* the service manager's stop timeout against the checkpoint deadlines.
+* the service manager's stop timeout against the checkpoint deadlines;
+* supervisord's ``supervisor`` distribution installed beside agentd: both
+  import as ``supervisor`` (:func:`check_collision`).
 
 Each check takes what it reads as arguments (paths, the environment), so that
 a test can point it at a failing case.
@@ -24,11 +29,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.settings import Settings
@@ -115,6 +120,20 @@ def check_agent(spec: UnitSpec, root: Path, path_env: str) -> Finding:
         return Finding(name, Status.WARN, f"{kind} {version} at {program}; agentd is verified with {VERIFIED[kind]}",
                        f"{INSTALL[kind]} (other versions may change hooks, token counts or keys)")
     return Finding(name, Status.OK, f"{kind} {version} at {program} (verified)")
+
+
+def check_login(spec: UnitSpec, settings: Settings, environ: Mapping[str, str]) -> Finding | None:
+    """A Codex or Claude unit's agent can log in (a key, a login file), read without the network."""
+    from ..adapters.checks import login_problem
+
+    if spec.agent.kind not in VERIFIED:
+        return None
+    name = f"login {spec.name}"
+    problem = login_problem(spec, settings, environ)
+    if problem is None:
+        return Finding(name, Status.OK, f"{spec.agent.kind}: a key or a login is there (not tried: no network)")
+    detail, _, fix = problem.partition("; ")
+    return Finding(name, Status.WARN, detail, fix)
 
 
 # -- git -------------------------------------------------------------------------------
@@ -367,6 +386,24 @@ def check_stop_timeout(specs: Mapping[str, UnitSpec], settings: Settings, enviro
                    f"{limit.seconds:g} s")
 
 
+# -- the import name -------------------------------------------------------------------------
+
+def check_collision(lookup: Callable[[str], Any] | None = None) -> Finding:
+    """supervisord's distribution (named ``supervisor``) is not installed beside agentd: both import as
+    ``supervisor``, and whichever was installed last overwrote the other's files."""
+    from importlib import metadata
+
+    try:
+        dist = (lookup or metadata.distribution)("supervisor")
+    except metadata.PackageNotFoundError:
+        return Finding("package name", Status.OK, "no supervisord beside it (agentd's import name is `supervisor`)")
+    return Finding("package name", Status.WARN,
+                   f"supervisord ({dist.metadata['Name']} {dist.version}) is installed in this environment "
+                   f"({sys.prefix}): it and agentd (agentd-supervisor) both import as `supervisor`, so one "
+                   "overwrites the other's files",
+                   "install agentd in an environment of its own: `pipx install .` from a checkout (README)")
+
+
 # -- all of it -------------------------------------------------------------------------------
 
 def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Finding]:
@@ -385,6 +422,8 @@ def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -
         findings.append(Finding("units", Status.WARN, f"{len(errors)} unit file(s) do not load",
                                 "`agentd check` names each problem"))
     findings.extend(check_agent(spec, root, path_env) for spec in specs.values())
+    agent_env = daemon_environ(settings) or environ  # what the agents are (or would be) started under
+    findings.extend(f for f in (check_login(spec, settings, agent_env) for spec in specs.values()) if f is not None)
     findings.append(check_git(root, path_env))
     sync = check_sync(root, specs, environ) if shutil.which("git", path=path_env) else None
     if sync is not None:
@@ -395,4 +434,5 @@ def diagnose_env(settings: Settings, environ: Mapping[str, str] | None = None) -
     findings.append(check_state_dir(settings.state_path, settings.socket_path))
     findings.append(check_disk(settings.transcripts_path))
     findings.append(check_stop_timeout(specs, settings, environ))
+    findings.append(check_collision())
     return findings

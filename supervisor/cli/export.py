@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,9 +60,21 @@ def service_name(unit: str) -> str:
     return f"agentd-{unit}.service"
 
 
+def man_page_installed(environ: Mapping[str, str]) -> bool:
+    """agentd(1) is where ``man`` looks ($MANPATH, else the usual places and this Python's prefix): pip does
+    not install it, and ``systemd-analyze verify`` fails on a ``Documentation=man:`` it cannot find."""
+    dirs = [d for d in environ.get("MANPATH", "").split(":") if d]
+    if not dirs or environ.get("MANPATH", "").endswith(":") or "::" in environ.get("MANPATH", ""):
+        dirs += ["/usr/local/share/man", "/usr/share/man", "/usr/local/man", f"{sys.prefix}/share/man"]
+    return any((Path(d) / "man1" / name).is_file() for d in dirs for name in ("agentd.1", "agentd.1.gz"))
+
+
 def render_service(spec: UnitSpec, settings: Settings, argv: list[str], config: Path | None = None,
-                   user: bool = False) -> str:
-    """The systemd service that runs ``spec`` alone under ``agentd run-unit``."""
+                   user: bool = False, environ: Mapping[str, str] | None = None) -> str:
+    """The systemd service that runs ``spec`` alone under ``agentd run-unit`` (``environ``: where to look
+    for the man page, default this process's)."""
+    import os
+
     from ..config.stopbudget import STOP_ENV, stop_budget, timeout_stop_sec
 
     root = settings.project_root
@@ -72,8 +85,9 @@ def render_service(spec: UnitSpec, settings: Settings, argv: list[str], config: 
     manager = "--user " if user else ""
     target = (Path("~/.config/systemd/user") if user else Path("/etc/systemd/system")) / service_name(spec.name)
     after = [service_name(u) for u in (*spec.unit.after, *spec.unit.requires)]
-    unit_lines = [f"Description=agentd unit {spec.name}" + (f": {spec.unit.description}" if spec.unit.description else ""),
-                  "Documentation=man:agentd(1)"]
+    unit_lines = [f"Description=agentd unit {spec.name}" + (f": {spec.unit.description}" if spec.unit.description else "")]
+    if man_page_installed(os.environ if environ is None else environ):
+        unit_lines.append("Documentation=man:agentd(1)")
     if not user:
         unit_lines += ["After=network-online.target", "Wants=network-online.target"]
     if after:

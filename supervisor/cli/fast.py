@@ -4,7 +4,7 @@ Most of a plain ``agentd status`` used to be start-up: click (~50 ms),
 tabulate (~100 ms, through ``importlib.metadata``), every command module.
 :func:`answer` handles the common forms itself::
 
-    agentd [--project P | --root P] [--config F] status [--json] [UNIT...]
+    agentd [--project P | --root P] [--config F] status [--json] [--full | -l] [UNIT...]
 
 It finds the paths as :class:`.context.AppContext` does (:func:`.quickpaths.quick_paths`),
 asks the running daemon through the blocking socket client, and prints what
@@ -26,11 +26,11 @@ from pathlib import Path
 _GLOBAL = {"--project": "project", "--root": "project", "--config": "config"}
 
 
-def parse(argv: list[str]) -> tuple[Path | None, Path | None, list[str], bool] | None:
-    """``(config, project, units, as_json)`` for a plain status command line, else None (the click path)."""
+def parse(argv: list[str]) -> tuple[Path | None, Path | None, list[str], bool, bool] | None:
+    """``(config, project, units, as_json, full)`` for a plain status command line, else None (the click path)."""
     values: dict[str, str] = {}
     i = 0
-    while i < len(argv) and argv[i] != "status":
+    while i < len(argv) and argv[i] not in ("status", "ls", "list"):  # ls, list: aliases (app.ALIASES)
         arg = argv[i]
         name, eq, value = arg.partition("=")
         key = _GLOBAL.get(name)
@@ -47,10 +47,12 @@ def parse(argv: list[str]) -> tuple[Path | None, Path | None, list[str], bool] |
         i += 1
     if i >= len(argv):
         return None
-    units, as_json = [], False
+    units, as_json, full = [], False, False
     for arg in argv[i + 1:]:
         if arg == "--json":
             as_json = True
+        elif arg in ("--full", "-l"):
+            full = True
         elif arg.startswith("-") or not arg:
             return None  # --help, --, an unknown option: click says what it means
         else:
@@ -59,7 +61,7 @@ def parse(argv: list[str]) -> tuple[Path | None, Path | None, list[str], bool] |
     if project is not None and project.exists() and not project.is_dir():
         return None  # click refuses it (file_okay=False)
     config = Path(values["config"]) if "config" in values else None
-    return config, project, units, as_json
+    return config, project, units, as_json, full
 
 
 def answer(argv: list[str]) -> int | None:
@@ -69,7 +71,7 @@ def answer(argv: list[str]) -> int | None:
     parsed = parse(argv)
     if parsed is None:
         return None
-    config, project, units, as_json = parsed
+    config, project, units, as_json, full = parsed
     try:
         from ..control.client import call
         from ..daemon.pidfile import daemon_alive
@@ -89,7 +91,7 @@ def answer(argv: list[str]) -> int | None:
             from .render import render_status
             from .style import colour_on, width
 
-            text = render_status(result, colour=colour_on(), limit=width())
+            text = render_status(result, colour=colour_on(), limit=width(), full=full)
         code = 3 if units and any(row["state"] != "running" for row in result["units"]) else 0
     except Exception:  # noqa: BLE001 - whatever went wrong, the click command says it the usual way
         return None

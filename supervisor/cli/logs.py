@@ -269,7 +269,7 @@ Examples:
 @click.option("--raw", is_flag=True, help="the raw transcript (with terminal escapes)")
 @click.option("--all", "all_units", is_flag=True, help="every unit's transcript, name-prefixed")
 @click.option("--daemon", is_flag=True, help="agentd's own log (.agentd/agentd.log) in human form")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per line of the log")
 @click.option("--session", help="this session's transcript (default: the newest)")
 @click.option("--at", type=click.IntRange(min=0), help="show -n lines from this byte offset of the clean text "
               "(what `agentd recall --events` prints)")

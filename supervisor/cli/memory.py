@@ -123,9 +123,17 @@ Examples:
 @click.option("--scope", "scope", multiple=True, help="globs the snapshot hashes (default: the unit's scope)")
 def decide(text: str, why: str, tags: tuple[str, ...], files: tuple[str, ...], alternatives: str,
            module: str | None, global_: bool, scope: tuple[str, ...]) -> None:
-    """Record an irreversible decision (with a snapshot) in the decision log."""
+    """Record an irreversible decision (with a snapshot) in the decision log.
+
+    A decision tagged `constraint` is still a decision (the wakeup carries the last few); hard
+    constraints, carried whole by every wakeup and never cut, live in .agent/constraints.md.
+    """
     from ..memory import AgentPaths, record_decision
 
+    if any(tag.strip().lower() in ("constraint", "constraints") for tag in tags):
+        click.echo("note: a decision tagged `constraint` is not a hard constraint: hard constraints live in "
+                   ".agent/constraints.md, one per line (every wakeup carries them whole; `forbid:` lines fence "
+                   "paths); add it there too if it must never be broken", err=True)
     inbox = channel_inbox()
     if inbox is not None:
         through_channel(inbox, "decide", {"text": text, "why": why, "tags": list(tags), "files": list(files),
@@ -260,7 +268,7 @@ Examples:
 @click.option("--all", "all_", is_flag=True, help="every module's log")
 @click.option("--since", help="only decisions at or after this time (YYYY-MM-DD[ HH:MM])")
 @click.option("--tag", help="only decisions with this tag")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one decision per line")
 def log_cmd(modules: tuple[str, ...], all_: bool, since: str | None, tag: str | None, as_json: bool) -> None:
     """The decision timeline: the global log merged by time with module logs (all epochs)."""
     from ..memory import AgentPaths
@@ -324,7 +332,7 @@ def snapshot_show(ident: str, file: str | None) -> None:
 Examples:
   agentd snapshot list --limit 5""")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="JSON lines (each snapshot's summary)")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one snapshot's summary per line")
 def snapshot_list(limit: int, as_json: bool) -> None:
     """The newest snapshots, newest first."""
     from ..memory import snapshots

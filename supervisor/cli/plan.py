@@ -61,7 +61,7 @@ def stop(app: AppContext, name: str) -> None:
 Examples:
   agentd plan status
   agentd plan status --json""")
-@click.option("--json", "as_json", is_flag=True, help="JSON")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: {\"plans\": [...]}")
 @pass_app
 def status(app: AppContext, as_json: bool) -> None:
     """Every plan's latest run: running or ended, and its totals."""
@@ -95,7 +95,7 @@ Examples:
   agentd plan report night
   agentd plan report night --json | jq '.tasks[] | {id, state, commit}'""")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="the whole report as one JSON object")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the whole report")
 @pass_app
 def report(app: AppContext, name: str, as_json: bool) -> None:
     """The report of NAME's latest run: per task its state, attempts, time, tokens, cycles, commit and checks;

@@ -21,8 +21,10 @@ duration of the command.  :meth:`Progress.doing` is what Ctrl-C reports.
 
 The words the commands say around the wait live here too: what a graceful
 stop checkpoints first and the bound of it all (:func:`checkpointing`,
-:func:`announce`), what goes on after Ctrl-C (:func:`interrupted`), and what
-the daemon's stop answered of units the polls missed (:func:`said_at_the_end`).
+:func:`announce`), what goes on after Ctrl-C (:func:`interrupted`), what
+the daemon's stop answered of units the polls missed (:func:`said_at_the_end`),
+and ``agentd checkpoint``'s own narration (:func:`narrated_checkpoint`: it
+used to print nothing until the cycle ended, 40 s for a stuck agent).
 """
 
 from __future__ import annotations
@@ -191,3 +193,31 @@ def said_at_the_end(progress: Progress, result: object) -> None:
         text = step({"state": row.get("state"), "reason": row.get("reason")})
         if text and text != "stopped" and progress.last.get(name) != text:
             click.echo(f"{name}: {text}", err=True)
+
+
+def narrated_checkpoint(app: AppContext, unit: str) -> Any:
+    """``agentd checkpoint UNIT``: say what it will wait for and how long at most, a blocking screen in the
+    way first, then each step as it happens; returns the daemon's cycle record."""
+    try:
+        result = client_call(app.paths, "status", timeout=10.0, units=[unit])
+    except click.ClickException:
+        result = None  # the checkpoint request itself says what is wrong
+    for row in result.get("units", []) if isinstance(result, dict) else []:
+        limits = row.get("checkpoint_limits") or {}
+        bound = f" (up to {limits['deadline'] + limits.get('grace', 0.0):.0f} s: its [checkpoint] deadline)" if limits else ""
+        click.echo(f"checkpoint: {unit}: prompting for notes, verifying them on disk, then a fresh session{bound}; "
+                   "Ctrl-C stops waiting, not the checkpoint", err=True)
+        blocked = row.get("blocked") or row.get("frozen")
+        if blocked:
+            what = f"blocked: {blocked['screen']}: {blocked['todo']}" if "screen" in blocked else blocked.get("detail")
+            click.echo(f"{unit}: {what} — the agent may not take the checkpoint's turn", err=True)
+    progress = Progress(app.paths.socket_path, [unit], now=True)  # no --now here: nothing to skip
+    try:
+        with progress:
+            return client_call(app.paths, "checkpoint", timeout=None, unit=unit)
+    except KeyboardInterrupt:
+        click.echo(f"\nagentd checkpoint: interrupted. The daemon goes on with {unit}'s checkpoint; "
+                   "`agentd status` shows where it is.", err=True)
+        for line in progress.doing():
+            click.echo(f"  now: {line}", err=True)
+        sys.exit(INTERRUPTED)

@@ -112,7 +112,7 @@ def fact_invalidate(fact_id: str, why: str) -> None:
 Examples:
   agentd fact list --module api""")
 @click.option("--module", help="only this module ('global' for global facts)")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one fact per line")
 def fact_list(module: str | None, as_json: bool) -> None:
     """List facts with their status."""
     from ..memory import facts as facts_mod

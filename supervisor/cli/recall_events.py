@@ -32,7 +32,7 @@ def event_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--unit", "units", multiple=True, help="with --events: only these units' events; repeatable"),
         click.option("--half-life", type=click.FloatRange(min=0, min_open=True),
                      help="with --events: days after which a hit counts half (default: the setting event_half_life)"),
-        click.option("--json", "as_json", is_flag=True, help="JSON lines: one object per hit"),
+        click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per hit"),
     ]
     for option in reversed(options):
         command = option(command)

@@ -128,3 +128,14 @@ def fit(headers: Sequence[str], rows: list[list[Any]], limit: int | None, drop: 
             for r in rows:
                 r.pop(i)
         text = tabulate(rows, headers=headers, **tabulate_args)
+
+
+def wrap(text: str, limit: int | None, first: str = "", indent: int = 2) -> list[str]:
+    """``text`` after ``first``, wrapped to ``limit`` columns (continuation lines indented); one line when
+    ``limit`` is None (piped output is never cut or wrapped)."""
+    if limit is None or len(first) + len(text) <= limit:
+        return [first + text]
+    import textwrap
+
+    return textwrap.wrap(text, width=max(20, limit), initial_indent=first, subsequent_indent=" " * indent,
+                         break_on_hyphens=False) or [first]

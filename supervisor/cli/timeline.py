@@ -100,7 +100,7 @@ Examples:
   agentd history web -n 5 --json""")
 @click.argument("unit")
 @click.option("-n", "count", default=20, show_default=True, help="entries to show")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines: the cycle records (add --sessions for the starts)")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one cycle record per line (add --sessions for the starts)")
 @click.option("--sessions/--cycles", default=None,
               help="with or without the session starts (default: with them in the table, without in --json)")
 @pass_app

@@ -28,7 +28,7 @@ Examples:
 @click.option("--stop", is_flag=True, help="stop serving the dashboard (the daemon and the units go on)")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="serve on this port exactly (0: any free port); without it: [web] port, or a free one near it")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the URL, where it listens, the token file")
 @pass_app
 def web(app: AppContext, open_browser: bool, stop: bool, port: int | None, as_json: bool) -> None:
     """Serve the dashboard from the running daemon and print its URL.

@@ -48,7 +48,7 @@ Examples:
   agentd wip list
   agentd wip list web --json""")
 @click.argument("unit", required=False)
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one WIP commit per line")
 @pass_app
 def list_cmd(app: AppContext, unit: str | None, as_json: bool) -> None:
     """List the saved WIP commits (of UNIT, or of every unit)."""

@@ -138,14 +138,17 @@ def _format_validation_error(exc: ValidationError) -> str:
             key = "(file)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
+            from difflib import get_close_matches
+
             section = loc[0] if len(loc) > 1 else None
+            names = (list(getattr(UnitSpec.model_fields[section].annotation, "model_fields", {}))
+                     if section in UnitSpec.model_fields else [f for f in UnitSpec.model_fields if f not in ("name", "path")])
+            close = get_close_matches(loc[-1] if loc else "", names, n=1)
+            mean = f"; did you mean `{close[0]}`?" if close else ""  # a typo: `promt` for `prompt`
             if section in UnitSpec.model_fields:
-                model = UnitSpec.model_fields[section].annotation
-                allowed = ", ".join(getattr(model, "model_fields", {}))
-                msg = f"unknown key; allowed keys in [{section}]: {allowed}"
+                msg = f"unknown key{mean}; allowed keys in [{section}]: {', '.join(names)}"
             else:
-                allowed = ", ".join(f for f in UnitSpec.model_fields if f not in ("name", "path"))
-                msg = f"unknown section; allowed sections: {allowed}"
+                msg = f"unknown section{mean}; allowed sections: {', '.join(names)}"
         elif err["type"] == "missing":
             msg = "is required"
         got = err.get("input")

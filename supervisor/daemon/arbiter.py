@@ -356,8 +356,8 @@ class Arbiter:
         targets = self._targets(names, lambda u: u.spec.unit.enabled)
         warnings = await self._drifted(targets)
         already = {u.name for u in targets if u.state in ACTIVE}
-        await self.units.start([u.name for u in targets if u.name not in already], "start command")
-        return {**{u.name: "already running" if u.name in already else u.state.value for u in targets}, **warnings}
+        also = await self.units.start([u.name for u in targets if u.name not in already], "start command")
+        return {**{u.name: "already running" if u.name in already else u.state.value for u in targets}, **also, **warnings}
 
     async def _drifted(self, targets: list[UnitSupervisor]) -> dict[str, list[str]]:
         """What start and restart say of units whose file changed or no longer loads (they run what was loaded)."""
@@ -369,8 +369,8 @@ class Arbiter:
     async def stop_units(self, names: list[str] | None, why: str = "stop command", now: bool = False,
                          deadline: float | None = None) -> dict[str, str]:
         targets = self._targets(names, lambda u: True)
-        await self.units.stop([u.name for u in targets], why, checkpoint=not now, deadline=deadline)
-        return {u.name: u.state.value for u in targets}
+        also = await self.units.stop([u.name for u in targets], why, checkpoint=not now, deadline=deadline)
+        return {**{u.name: u.state.value for u in targets}, **also}  # dependents stopped too, with why
 
     async def restart_units(self, names: list[str] | None, now: bool = False) -> dict[str, str]:
         if self.stopping:

@@ -52,11 +52,22 @@ def unit_of(daemon: Daemon, name: Any) -> UnitSupervisor:
     if not isinstance(name, str) or name not in daemon.units:
         from difflib import get_close_matches
 
+        why = [e.message for e in daemon.load_errors if getattr(e, "path", None) is not None
+               and e.path.name == f"{name}.toml"]
+        if why:  # its file is there but does not load: say why, not "no such unit"
+            raise ControlError(f"unit {name!r} is not loaded: {e_path(daemon, name)}: {why[0]} "
+                               "(fix the file, then `agentd reload`)")
+
         known = ", ".join(sorted(daemon.units)) or "none"
         close = get_close_matches(name, list(daemon.units), n=1) if isinstance(name, str) else []
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ControlError(f"no such unit {name!r}{hint} (known units: {known})")
     return daemon.units[name]
+
+
+def e_path(daemon: Daemon, name: str) -> str:
+    """The unit file of ``name``, as status names it."""
+    return str(daemon.settings.units_path / f"{name}.toml")
 
 
 def _names(args: dict[str, Any]) -> list[str] | None:
@@ -184,8 +195,11 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "pid": driver.pid if driver else None,
         "session": driver.session_id if driver else unit.last_session,
         "uptime": round(driver.uptime, 1) if driver else None,
-        "restarts": unit.restarts,
+        "restarts": unit.restarts,  # after an exit or a restart command; planned cycles are "cycles"
+        "crashes": unit.crashes,  # sessions that ended on their own while running
+        "cycles": unit.cycled,  # continuity cycles that started a fresh session
         "last_exit": unit.last_exit.describe() if unit.last_exit else None,
+        "last_exit_planned": unit.exit_planned if unit.last_exit else None,  # agentd ended it (a cycle, a stop)
         "next_restart_in": round(unit.next_start_at - now, 1) if unit.next_start_at else None,
         "reason": unit.reason,
         "cpu_seconds": round(unit.stats[0], 2) if driver else None,
@@ -213,6 +227,8 @@ def status_row(unit: UnitSupervisor, schedule: dict[str, str | None] | None, now
         "sandbox": _sandbox(unit),
         "typing": None if unit.spec.agent.types_own_text else TYPING_OFF,
         "frozen": unit.watch.frozen_now(driver.session_id) if driver else None,
+        # a blocking screen, named at once: screen, todo, since, for (s), and the freeze it becomes after [freeze] after
+        "blocked": unit.watch.blocked_now(driver.session_id) if driver else None,
         "checkpoint_limits": _checkpoint_limits(unit),
     }
 

@@ -58,7 +58,7 @@ class Cycled(Protocol):
     checkpoint_marker: dict[str, Any] | None
     last_cycle: dict[str, Any] | None
     last_wakeup: Wakeup | None
-    restarts: int
+    cycled: int
     tracker: RestartTracker
     talk: Conversation
     watch: SessionWatch
@@ -185,6 +185,6 @@ class UnitCycle:
         if problem is not None:
             unit.apply(unit.tracker.on_spawn_error(problem, unit.rt.clock()), f"could not respawn: {problem}")
             return None, problem, None
-        unit.restarts += 1
+        unit.cycled += 1  # planned: status shows cycles apart from restarts and crashes
         driver = unit.hand_over(why)
         return driver, None, unit.last_wakeup.tokens if unit.last_wakeup else None

@@ -54,6 +54,8 @@ class Exiting(Protocol):
     down: str | None
     exit_seen: bool
     last_exit: ExitInfo | None
+    exit_planned: bool
+    crashes: int
     failure: str | None
     next_start_at: float | None
     restarts: int
@@ -89,7 +91,7 @@ class UnitExits:
         if unit.state in (UnitState.STARTING, UnitState.RESPAWNING):
             return  # the operation starting this session hands it over as running, then reacts (hand_over)
         unit.exit_seen = True
-        unit.last_exit = exit
+        unit.last_exit, unit.exit_planned = exit, False
         log.info("session_exited", unit=unit.name, session=driver.session_id, pid=driver.pid,
                  exit=exit.describe(), uptime=round(driver.uptime, 3))
         if unit.state in (UnitState.STOPPING, UnitState.CHECKPOINTING):
@@ -107,6 +109,7 @@ class UnitExits:
             self.wait_usage_limit(limit)
             return
         failure, unit.failure = unit.failure, None
+        unit.crashes += 1
         self.apply(unit.tracker.on_exit(exit, uptime, unit.rt.clock()), failure)
 
     def session_exited(self) -> None:

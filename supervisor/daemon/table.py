@@ -111,9 +111,11 @@ class UnitTable(Mapping[str, UnitSupervisor]):
         return {n: u.spec for n, u in self._units.items()}
 
     # ------------------------------------------------------------------ start
-    async def start(self, names: list[str], why: str, reason: StartReason = StartReason.START) -> None:
-        """Start ``names`` and what they require, in order; a unit whose requirement is down is not started."""
+    async def start(self, names: list[str], why: str, reason: StartReason = StartReason.START) -> dict[str, str]:
+        """Start ``names`` and what they require, in order; a unit whose requirement is down is not started.
+        Returns the units started because a unit asked for requires them, each with why (commands say it)."""
         asked = set(names)
+        also: dict[str, str] = {}
         plan = start_plan(names, self.specs)
         stops = {name: self._units[name].stops for name in plan}
         for name in plan:
@@ -139,6 +141,9 @@ class UnitTable(Mapping[str, UnitSupervisor]):
             task = unit.start(why if name in asked else f"required by {', '.join(sorted(pulled))}", reason)
             if task is not None:
                 await outcome(task)
+                if name not in asked:
+                    also[name] = f"{unit.state.value} (also started: required by {', '.join(sorted(pulled))})"
+        return also
 
     def requirements_of(self, name: str) -> set[str]:
         from .ordering import requirements
@@ -146,9 +151,9 @@ class UnitTable(Mapping[str, UnitSupervisor]):
         return requirements(name, self.specs)
 
     # ------------------------------------------------------------------ stop
-    async def stop(self, names: list[str], why: str, checkpoint: bool = True, deadline: float | None = None) -> None:
+    async def stop(self, names: list[str], why: str, checkpoint: bool = True, deadline: float | None = None) -> dict[str, str]:
         """Stop ``names`` and the units that require them: dependents first, layer by layer (``deadline``:
-        the clock time the whole stop must be done by)."""
+        the clock time the whole stop must be done by).  Returns the dependents stopped with them, and why."""
         specs = self.specs
         wanted = set(names)
         for name in names:
@@ -161,6 +166,7 @@ class UnitTable(Mapping[str, UnitSupervisor]):
             await asyncio.gather(*(self._units[n].stop(why if n in names else self._because(n, names), checkpoint,
                                                        None if deadline is None else deadline - after)
                                    for n in layer))
+        return {n: f"{self._units[n].state.value} (also {self._because(n, names)})" for n in sorted(wanted - set(names))}
 
     def _because(self, name: str, stopped: list[str]) -> str:
         req = sorted(set(self.requirements_of(name)) & set(stopped))

@@ -77,8 +77,11 @@ class UnitSupervisor:
         self.state = UnitState.INACTIVE
         self.reason: str | None = None
         self.driver: Driver | None = None
-        self.restarts = 0
+        self.restarts = 0  # sessions started again after an exit or a restart command (not cycles)
+        self.crashes = 0  # sessions that ended on their own while running (the restart policy's exits)
+        self.cycled = 0  # continuity cycles that started a fresh session (planned: not restarts)
         self.last_exit: ExitInfo | None = None
+        self.exit_planned = False  # the last exit was agentd ending the session (a cycle, a stop), not a crash
         self.last_session: str | None = None
         self.next_start_at: float | None = None  # wall clock, for status
         self.op: asyncio.Task[Any] | None = None  # the start, cycle or stop in progress
@@ -364,7 +367,7 @@ class UnitSupervisor:
         if survivors:
             log.warning("stop_timeout", unit=self.name, pids=survivors, timeout=self.stop_timeout)
         if driver.exit is not None:
-            self.last_exit = driver.exit
+            self.last_exit, self.exit_planned = driver.exit, True
             if not self.exit_seen:  # ended here before the reaper saw it: log the exit all the same
                 log.info("session_exited", unit=self.name, session=driver.session_id, pid=driver.pid,
                          exit=driver.exit.describe(), uptime=round(driver.uptime, 3))

@@ -7,6 +7,12 @@ checkpoint (at the threshold, the hard limit, a session age, a stall), a
 checkpointed stop (``max_runtime``), ending a failed session, or typing the
 next queued message.  The unit carries it out.
 
+A blocking screen (trust, login, update, approval, an unreachable model API:
+:mod:`supervisor.adapters.screens`) is named at once, whatever else the
+session is doing (a wakeup still to deliver, a turn that never ends):
+:attr:`SessionWatch.blocked` is what ``status`` shows as ``blocked`` with what
+to do.  ``[freeze] after`` delays only the action below.
+
 It also names a frozen session (:class:`~supervisor.continuity.policy.Freeze`):
 a blocking screen or approval prompt, a context stuck above the hard limit,
 an agent idle after its own compaction, a checkpoint long past its deadline,
@@ -96,6 +102,8 @@ class SessionWatch:
         self.frozen: dict[str, Any] | None = None  # the freeze status shows (None: not frozen)
         self._session: str | None = None
         self._blocked: tuple[str, float] | None = None  # (screen kind, first seen)
+        self.blocked: dict[str, Any] | None = None  # the blocking screen status shows (None: none on screen)
+        self._blocked_todo = ""
         self._above_since: float | None = None
         self._checkpoint_since: float | None = None
         self._stopped_since: float | None = None
@@ -114,20 +122,53 @@ class SessionWatch:
         the old session's freeze may be up to a second away)."""
         return self.frozen if session is not None and session == self._session else None
 
+    def blocked_now(self, session: str | None) -> dict[str, Any] | None:
+        """The blocking screen to show while ``session`` runs, with how long it has been on screen."""
+        if session is None or session != self._session or self.blocked is None or self._blocked is None:
+            return None
+        return {**self.blocked, "for": round(max(0.0, self.unit.rt.clock() - self._blocked[1]), 1)}
+
     def _new_session(self, session: str | None) -> None:
         if session != self._session:
             self._session = session
             self.unwritable = 0  # a checkpoint that cannot write its notes keeps its session
-            self.frozen = None
+            self.frozen = self.blocked = None
             self._blocked = self._above_since = self._stopped_since = None
             self.held_until = None
             self._activity = None
+
+    def _see_screen(self, driver: Driver, now: float) -> None:
+        """Name a blocking screen at once (status), or answer it when the unit lets agentd (a running unit
+        with nothing else under way); forget it once it is gone."""
+        unit = self.unit
+        blocked = driver.blocked()
+        if blocked is not None and blocked.answer is not None:
+            if unit.state is UnitState.RUNNING and not unit.busy:
+                log.warning("screen_answered", unit=unit.name, session=driver.session_id, screen=blocked.kind.value)
+                unit.rt.spawn(driver.send_keys(blocked.answer))
+            blocked = None
+        if blocked is None:
+            if self._blocked is not None:
+                log.info("screen_gone", unit=unit.name, session=driver.session_id, screen=self._blocked[0])
+            self._blocked = self.blocked = None
+            return
+        kind = blocked.kind.value
+        if self._blocked is None or self._blocked[0] != kind:
+            self._blocked = (kind, now)
+            log.warning("blocked", unit=unit.name, session=driver.session_id, screen=kind, todo=blocked.todo)
+        freeze = "approval_wait" if kind == "approval" else "blocked_screen"
+        self.blocked = {"screen": kind, "todo": blocked.todo, "freeze": freeze,
+                        "action": getattr(unit.spec.freeze, freeze), "after": unit.spec.freeze.after,
+                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (now - self._blocked[1])))}
+        self._blocked_todo = blocked.todo
 
     def tick(self) -> None:
         unit = self.unit
         driver = unit.driver
         now = unit.rt.clock()
         self._new_session(driver.session_id if driver is not None else None)
+        if driver is not None and unit.state in (UnitState.RUNNING, UnitState.CHECKPOINTING):
+            self._see_screen(driver, now)  # named at once, whatever else goes on
         if unit.state in (UnitState.CHECKPOINTING, UnitState.RESPAWNING) and unit.busy:
             self._checkpoint_since = self._checkpoint_since or now
             late = overdue(unit.spec, now - self._checkpoint_since, unit.stop_timeout)
@@ -154,11 +195,14 @@ class SessionWatch:
         unit = self.unit
         unit.context = driver.context()
         driver.watcher.tick()
-        if unit.busy or unit.delivering or unit.failure is not None:
+        if unit.busy or unit.failure is not None:
             return None
         limit = self.usage.scan(driver.transcript_bytes, driver.tail, now)
         if limit is not None:
-            unit.limit_hit(limit)
+            unit.limit_hit(limit)  # also while a wakeup waits to be delivered: it never would be
+            return None
+        if unit.delivering:
+            self._blocked_delivery(driver, now)
             return None
         seen = Seen(unit.context, driver.uptime, driver.silent_for,
                     now - self.run_started_at if self.run_started_at is not None else None,
@@ -208,6 +252,19 @@ class SessionWatch:
             times.append(self.held_until)
         return min(times)
 
+    def _blocked_delivery(self, driver: Driver, now: float) -> None:
+        """A wakeup waits to be typed and a blocking screen is in the way: after ``[freeze] after`` the
+        freeze is acted on as on any session (nothing else is, until the wakeup is delivered)."""
+        if self._blocked is None:
+            return
+        seen = Seen(None, 0.0, 0.0, None, None, False, blocked=self._blocked[0], blocked_for=now - self._blocked[1],
+                    blocked_todo=self._blocked_todo)
+        action = watch(self.unit.spec, seen)  # only the blocking screen's freeze can come of these facts
+        if isinstance(action, Frozen):
+            if action.restart:
+                self.unit.talk.cancel_delivery()  # the cycle types its own prompt; the wakeup comes after it
+            self._freeze(action, driver.session_id)
+
     def memory_unwritable(self, detail: str) -> None:
         """A checkpoint could not write its notes and kept the session: name it, hold cycles back."""
         driver = self.unit.driver
@@ -226,21 +283,12 @@ class SessionWatch:
                             restart=False), session, act=f"back off {seconds:g}s", record=record)
 
     def _freeze_facts(self, driver: Driver, now: float) -> dict[str, Any]:
-        """What :class:`Seen` needs to tell a frozen session: a blocking screen (answered here when
-        the unit allows it), how long the context has been above the hard limit, idle after compaction."""
+        """What :class:`Seen` needs to tell a frozen session: a blocking screen (named, or answered, by
+        :meth:`_see_screen`), how long the context has been above the hard limit, idle after compaction."""
         unit = self.unit
         facts: dict[str, Any] = {}
-        blocked = driver.blocked()
-        if blocked is not None and blocked.answer is not None:
-            log.warning("screen_answered", unit=unit.name, session=driver.session_id, screen=blocked.kind.value)
-            unit.rt.spawn(driver.send_keys(blocked.answer))
-            blocked = None
-        if blocked is None:
-            self._blocked = None
-        else:
-            if self._blocked is None or self._blocked[0] != blocked.kind.value:
-                self._blocked = (blocked.kind.value, now)
-            facts.update(blocked=blocked.kind.value, blocked_for=now - self._blocked[1], blocked_todo=blocked.todo)
+        if self._blocked is not None:  # seen by _see_screen this tick
+            facts.update(blocked=self._blocked[0], blocked_for=now - self._blocked[1], blocked_todo=self._blocked_todo)
         figure = unit.context
         if figure is not None and figure.window > 0 and figure.ratio >= unit.spec.context.hard_limit:
             self._above_since = self._above_since or now

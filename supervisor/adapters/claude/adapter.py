@@ -192,10 +192,16 @@ class ClaudeAdapter(Adapter):
         kind = run.probe.check() if run is not None and run.probe is not None else None
         if kind is None:
             return None
+        if kind is BlockKind.UNREACHABLE:
+            line = run.probe.line if run is not None and run.probe is not None else ""
+            where = session.env.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+            return Blocked(kind, f"Claude Code cannot reach {where} ({line}): check ANTHROPIC_BASE_URL in [agent] env "
+                                 "and the network; once it gives up it waits for a new message (`agentd restart`)")
         todo = {
             BlockKind.TRUST: "Claude Code asks whether to trust the workdir: run `claude` there once by hand in the "
                              "config dir the unit uses, or leave CLAUDE_CONFIG_DIR unset (agentd's private one is prepared)",
-            BlockKind.LOGIN: "Claude Code needs a login: set ANTHROPIC_API_KEY in [agent] env, or log in once by hand",
+            BlockKind.LOGIN: "Claude Code is not logged in: set ANTHROPIC_API_KEY in the unit's [agent] env (or in "
+                             "agentd's environment), or log in once by hand in the config dir it uses; then restart it",
             BlockKind.ONBOARDING: "Claude Code shows a first-run screen: run it once by hand in that config dir",
             BlockKind.APPROVAL: "Claude Code waits for a permission answer: answer it in `agentd attach`, or allow the "
                                 "tool in [claude] allow (agentd's own settings refuse what would ask)",

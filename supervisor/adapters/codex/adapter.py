@@ -260,6 +260,15 @@ class CodexAdapter(Adapter):
         if kind is BlockKind.APPROVAL:
             return Blocked(kind, "Codex waits for an approval; agentd starts Codex with approvals `never` unless "
                                  "[agent] command sets its own: answer it in `agentd attach`")
+        if kind is BlockKind.UPDATE:
+            return Blocked(kind, "Codex offers an update and waits: choose Skip in `agentd attach`, or update Codex; "
+                                 "agentd starts it with check_for_update_on_startup=false unless [agent] command "
+                                 "runs it another way")
+        if kind is BlockKind.UNREACHABLE:
+            where = self._cfg.base_url or "its model provider"
+            line = state.probe.line if state.probe is not None else ""
+            return Blocked(kind, f"Codex cannot reach {where} and retries ({line}): check [codex] base_url and the "
+                                 "network; set [codex] request_max_retries and stream_max_retries so it gives up")
         return Blocked(kind, f"Codex shows a {kind.value} screen: answer it in `agentd attach`")
 
     def trust_problem(self, env: Mapping[str, str]) -> str | None:
