@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.session.fence import KEEP_CAPS, Fence, FenceSpec, agent_spec, availability
+from supervisor.session.caps import KEEP_CAPS
+from supervisor.session.fence import Fence, FenceSpec, agent_spec, availability
 from supervisor.session.mountview import View, ViewSpec, view_mode
 
 pytestmark = pytest.mark.skipif(not availability().available, reason="the kernel offers no Landlock")

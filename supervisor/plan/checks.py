@@ -16,7 +16,7 @@ until one fails:
   agentd's state directory hidden but for the check's own directory (no
   dashboard token, no unit's inbox, transcripts or event index) and a
   ``/dev/pts`` of its own (no unit's terminal to write or type into); as root,
-  only ordinary capabilities (:data:`supervisor.session.fence.KEEP_CAPS`);
+  only ordinary capabilities (:data:`supervisor.session.caps.KEEP_CAPS`);
 * with a timeout (the task's ``check_timeout``);
 * with the unit's environment, less the control socket (a check has nothing
   to ask the daemon), and ``AGENTD_PLAN``/``AGENTD_TASK``/``AGENTD_ATTEMPT``;

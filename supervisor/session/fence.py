@@ -18,7 +18,7 @@ How it is used (see :class:`Fence`):
 * the child, between fork and exec, calls the :class:`Fence` object (it is a
   ``pty.ChildStep``): one more rule for the terminal it may write (its own
   PTY, known only there; :data:`TERMINALS`), its capabilities cut to
-  :data:`KEEP_CAPS` (as root: Landlock does not mediate ``TIOCSTI``, ``mknod``
+  :data:`.caps.KEEP_CAPS` (as root: Landlock does not mediate ``TIOCSTI``, ``mknod``
   of a disk, module loading), ``prctl(PR_SET_NO_NEW_PRIVS)`` and
   ``landlock_restrict_self``;
 * the restriction holds for the agent and every process it starts, for
@@ -64,6 +64,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from .caps import drop_capabilities, last_cap
 
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445
@@ -114,17 +116,6 @@ DEVICE_PATHS = (
 #: ``/dev/pts`` *as the child sees it*, which is only right where the view mounted a private ``devpts``
 #: instance there (:mod:`.mountview`: other units' terminals are then not even visible); ``none``: none.
 TERMINALS = ("own", "private", "none")
-
-#: Capabilities a fenced process of root keeps (Docker's default set less ``CAP_MKNOD``): what ordinary
-#: root programs use.  Every other one leaves the bounding set before exec: ``CAP_SYS_ADMIN`` (``TIOCSTI``
-#: into another unit's terminal, mounts, ``setns``), ``CAP_MKNOD`` (a block device made in the scope is
-#: the whole disk, beneath the fence's notice), ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``, ``CAP_DAC_READ_SEARCH``
-#: (``open_by_handle_at``), ``CAP_SYS_PTRACE``, ``CAP_BPF`` ... none of which Landlock mediates.
-KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
-PR_CAPBSET_DROP = 24
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-
 
 def write_rights(abi: int) -> Access:
     """The write-type rights ABI ``abi`` knows (a newer right on an older kernel is masked out)."""
@@ -317,25 +308,6 @@ def git_protected(dirs: Iterable[Path]) -> list[Path]:
     return out
 
 
-def _last_cap() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return 40
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-_CAP_V3 = 0x20080522
-
-
 class Fence:
     """A prepared Landlock ruleset; calling it in the forked child enforces it (a ``pty.ChildStep``).
 
@@ -356,7 +328,7 @@ class Fence:
         self.spec = spec
         self.skipped = skipped
         self.terminals = terminals
-        self.last_cap = _last_cap()
+        self.last_cap = last_cap()
         libc = _libc()
         self._prctl = libc.prctl
         self._syscall = libc.syscall
@@ -402,7 +374,7 @@ class Fence:
 
     def __call__(self) -> None:  # pragma: no cover - runs in the forked child
         self._terminal_rule()
-        self._drop_capabilities()
+        drop_capabilities(self._prctl, _libc(), self.last_cap)
         if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
@@ -435,26 +407,6 @@ class Fence:
                 raise OSError(err, f"landlock_add_rule for {path}: {os.strerror(err)}")
         finally:
             os.close(pfd)
-
-    def _drop_capabilities(self) -> None:
-        """No inheritable or ambient capability, and (where this process may: root) only :data:`KEEP_CAPS` left in
-        the bounding set, so what runs after exec, root or not, has none of the others."""
-        self._prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-        libc = _libc()
-        header = _CapHeader(_CAP_V3, 0)
-        data = (_CapData * 2)()
-        if libc.capget(ctypes.byref(header), data) == 0 and (data[0].inheritable or data[1].inheritable):
-            data[0].inheritable = data[1].inheritable = 0
-            if libc.capset(ctypes.byref(header), data) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"capset (inheritable): {os.strerror(err)}")
-        if data[0].effective & (1 << 8) == 0:  # no CAP_SETPCAP (not root): the bounding set is not ours to change
-            return
-        for cap in range(self.last_cap + 1):
-            if cap not in KEEP_CAPS and self._prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                err = ctypes.get_errno()
-                if err != errno.EINVAL:  # a capability this kernel does not know
-                    raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
 
     def close(self) -> None:
         if self.fd >= 0:
