@@ -59,7 +59,7 @@ from .confinement import Confinement
 from .events import Event, FileChanged, Quit, Signal, TimerFired
 from .inbox import Inbox
 from .views import AttachUnits, Dashboard, NoDashboard, ScopeUnits
-from .leftovers import AgentsFile, end_contained, end_leftovers
+from .leftovers import AgentsFile, end_contained, end_leftovers, prepare_memory
 from .lifecycle import RestartTracker, UnitState
 from .table import UnitTable
 from .reload import apply_reload, plan_reload
@@ -109,7 +109,7 @@ class Arbiter:
         self.confinement = Confinement.discover(self.settings, self.spawn, self.clock)
         await end_contained(self.confinement.containment, self.settings.state_path)
         await end_leftovers(self._agents, self.settings.state_path, self.root, self.settings.stop_timeout, self.clock)
-        await asyncio.to_thread(self._ensure_store)
+        await asyncio.to_thread(prepare_memory, self.root, self.settings.state_path)
         self._scheduler = UnitScheduler(self.settings.state_path, self._scheduled)
         self._scheduler.start()
         catch_up = await self._load()
@@ -265,24 +265,6 @@ class Arbiter:
                 log.error("agents_file_unwritable", error=f"{type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ units
-    def _ensure_store(self) -> None:
-        """Scaffold .agent/ (idempotent, never overwrites): checkpoints and wakeups live there."""
-        from ..memory import init_store
-        from ..memory.gitworker import isolate
-        from ..memory.wip import clean_leftovers
-
-        isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
-        from ..memory.wiprecord import record_in
-        from ..scope.fencing import hidden_state
-
-        record_in(hidden_state(self.settings.state_path))  # the WIP commits it makes, where no agent writes
-        try:
-            init_store(self.root)
-        except OSError as exc:
-            log.error("memory_store_unavailable", error=str(exc))
-        for path in clean_leftovers(self.root):  # a WIP save of an older version, killed mid-way, left its index
-            log.info("wip_leftover_removed", path=str(path))
-
     def _adapter(self, spec: UnitSpec) -> Adapter | None:
         from ..adapters import make_adapter
 

@@ -19,6 +19,10 @@ survive.  The next daemon, before it starts any unit:
    so a reused pid is never hit), through the one
    :func:`~supervisor.session.process.end_processes`: a second net for the
    rare process step 1 cannot see.
+
+Then :func:`prepare_memory` readies the project's memory: the git helper the
+daemon's git work runs in, the record of the WIP commits it makes, the
+``.agent/`` scaffold, and the index a WIP save killed mid-way left behind.
 """
 
 from __future__ import annotations
@@ -119,3 +123,21 @@ async def end_leftovers(agents: AgentsFile, state_dir: Path, root: Path, timeout
         log.info("leftover_agents_ended", count=len(procs))
     agents.remove()
     return len(procs)
+
+
+def prepare_memory(root: Path, state_path: Path) -> None:
+    """Ready the project's memory for the daemon (blocking; see the module): never fatal, each failure logged."""
+    from ..memory import init_store
+    from ..memory.gitworker import isolate
+    from ..memory.wip import clean_leftovers
+    from ..memory.wiprecord import record_in
+    from ..scope.fencing import hidden_state
+
+    isolate()  # the daemon's git work runs in a helper it can kill (a FIFO in .git/ would block libgit2)
+    record_in(hidden_state(state_path))  # the WIP commits it makes, where no agent writes
+    try:
+        init_store(root)
+    except OSError as exc:
+        log.error("memory_store_unavailable", error=str(exc))
+    for path in clean_leftovers(root):  # a WIP save of an older version, killed mid-way, left its index
+        log.info("wip_leftover_removed", path=str(path))
