@@ -64,6 +64,7 @@ def _register() -> None:
     cli.add_command(export.run_unit)
     cli.add_command(logs.logs)
     cli.add_command(timeline.history)
+    cli.add_command(timeline.violations)
     cli.add_command(wip.wip)
     cli.add_command(agents.trust)
     cli.add_command(plan.plan)  # issue 28: the overnight runs

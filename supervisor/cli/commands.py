@@ -366,33 +366,6 @@ def notify(unit_name: str, payload: str | None) -> None:
 
 @click.command(epilog="""\b
 Examples:
-  agentd violations             # every unit's
-  agentd violations web --json""")
-@click.argument("unit", required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one violation per line")
-@pass_app
-def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
-    """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher
-    blamed, each with how it is known (kernel, watcher, ambiguous)."""
-    import json
-
-    from ..durable import read_jsonl
-    from .render import render_violations
-
-    rows = [r for r in read_jsonl(app.paths.state_path / "violations.jsonl")
-            if unit is None or r.get("unit") == unit or unit in (r.get("candidates") or [])]
-    if as_json:
-        for rec in rows:
-            click.echo(json.dumps(rec))
-        return
-    if not rows:
-        click.echo("no violations")
-        return
-    click.echo(render_violations(rows))
-
-
-@click.command(epilog="""\b
-Examples:
   agentd check                  # before `agentd start` or `agentd reload`
   agentd --project ~/src/app check""")
 @pass_app
@@ -448,4 +421,4 @@ def check(app: AppContext) -> None:
         sys.exit(1)
 
 
-COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, checkpoint, notify, violations, check)
+COMMANDS = (start, stop, status, restart, reload, reset_failed, send, attach, checkpoint, notify, check)

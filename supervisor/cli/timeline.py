@@ -1,4 +1,5 @@
-"""``agentd history UNIT``: a unit's session starts and checkpoint cycles, merged by time (the command and its table).
+"""``agentd history UNIT``: a unit's session starts and checkpoint cycles, merged by time (the command and its table);
+``agentd violations``: the scope violations on record.
 
 Two files under ``<state>/history/`` (:mod:`supervisor.continuity.records`):
 ``UNIT.sessions.jsonl`` (every new session and why it started: first start,
@@ -137,3 +138,30 @@ def history(app: AppContext, unit: str, count: int, as_json: bool, sessions: boo
     from .style import width
 
     click.echo(render_timeline(items, limit=width()))
+
+
+@click.command(epilog="""\b
+Examples:
+  agentd violations             # every unit's
+  agentd violations web --json""")
+@click.argument("unit", required=False)
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one violation per line")
+@pass_app
+def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
+    """Scope violations (all units, or UNIT): writes the kernel fence refused and changes the watcher
+    blamed, each with how it is known (kernel, watcher, ambiguous)."""
+    import json
+
+    from ..durable import read_jsonl
+    from .render import render_violations
+
+    rows = [r for r in read_jsonl(app.paths.state_path / "violations.jsonl")
+            if unit is None or r.get("unit") == unit or unit in (r.get("candidates") or [])]
+    if as_json:
+        for rec in rows:
+            click.echo(json.dumps(rec))
+        return
+    if not rows:
+        click.echo("no violations")
+        return
+    click.echo(render_violations(rows))
