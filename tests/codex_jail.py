@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import fake_responses  # noqa: E402
+from tests import fake_responses
 
 
 class Server:

@@ -240,17 +240,17 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             state.record({"method": "GET", "path": self.path})
             self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             state.record({"method": "HEAD", "path": self.path})
             self.send_response(200)
             self.send_header("content-length", "0")
             self.end_headers()
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:

@@ -186,7 +186,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         log({"method": "GET", "path": self.path})
         if self.path.split("?")[0].rstrip("/").endswith("/models"):
             return self._json(200, {"object": "list", "data": [], "models": []})
@@ -194,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, CONTROL)
         return self._json(404, {"error": {"message": "not found"}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         n = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(n) if n else b""
         try:

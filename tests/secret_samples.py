@@ -44,7 +44,7 @@ def _in(items: list, rnd: random.Random) -> bytes:
     return bytes([rnd.choice(pool)])
 
 
-def _draw(parsed, rnd: random.Random, out: bytearray) -> None:  # noqa: ANN001 - re._parser's types
+def _draw(parsed, rnd: random.Random, out: bytearray) -> None:
     for op, av in parsed:
         if op is C.LITERAL:
             out.append(av)

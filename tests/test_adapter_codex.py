@@ -320,7 +320,7 @@ def test_agentd_check_warns_about_a_bypass_and_an_untrusted_git_workdir(tmp_path
     from supervisor.adapters.checks import agent_warnings
 
     person = tmp_path / "person-codex"
-    KEYED = {"OPENAI_API_KEY": "sk-proj-k"}  # noqa: N806 - a key: the login warning is test_login_checks'
+    KEYED = {"OPENAI_API_KEY": "sk-proj-k"}
     adapter = make(tmp_path, "bypass_sandbox = true\n")
     assert any("bypass_sandbox" in w for w in agent_warnings(adapter.spec, adapter.settings, {}))
     spec = make(tmp_path, "").spec

@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 
 from supervisor.adapters.codex import KICKOFF
-from tests.codex_fixtures import PORT, Jail, codex_bin, jail, wait_idle  # noqa: F401 - fixtures
+from tests.codex_fixtures import PORT, Jail, codex_bin, jail, wait_idle
 from tests.conftest import (
     Project,
     alive,

@@ -98,7 +98,7 @@ class OrderedKeeper(FakeKeeper):
         self.host = host
         self.ended_before: list[int] = []
 
-    def keep(self, moment, session, trail):  # noqa: ANN001, ANN201
+    def keep(self, moment, session, trail):
         self.ended_before.append(self.host.ended)
         return super().keep(moment, session, trail)
 

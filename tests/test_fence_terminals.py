@@ -96,7 +96,7 @@ def _probe(tmp: Path, steps: list, ops: list[list[object]]) -> dict:
 
 
 @pytest.fixture
-def victim():  # noqa: ANN201
+def victim():
     master, slave = pty.openpty()
     os.set_blocking(slave, False)
     yield os.ttyname(slave), master, slave

@@ -229,7 +229,7 @@ def peer_answering(answer: dict) -> Iterator[tuple[str, list[str]]]:
     body = json.dumps(answer).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        def do_GET(self) -> None:
             seen.append(self.headers.get("Authorization", ""))
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -344,7 +344,7 @@ def test_notes_that_cannot_be_written_keep_the_session_and_back_off(tmp_path: Pa
 
 
 # ------------------------------------------------------------------ the real fake agent, under the real daemon
-def test_an_approval_nobody_gives_in_a_real_session_is_named_and_restarted(project) -> None:  # noqa: ANN001
+def test_an_approval_nobody_gives_in_a_real_session_is_named_and_restarted(project) -> None:
     """The fake agent shows an approval dialog and waits; the daemon names approval_wait and restarts through the cycle."""
     from tests.conftest import wait_until
 
@@ -369,7 +369,7 @@ def test_an_approval_nobody_gives_in_a_real_session_is_named_and_restarted(proje
     project.agentd("stop")
 
 
-def _history(project, unit: str) -> list[dict]:  # noqa: ANN001
+def _history(project, unit: str) -> list[dict]:
     import json
 
     out = project.agentd("history", unit, "--json", check=False).stdout

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 BARE = {"HOME": "/nonexistent-home", "PATH": "/usr/bin:/bin"}
 
 
-def _codex(tmp_path: Path, codex: str = "") -> tuple:  # noqa: ANN401 - (spec, settings)
+def _codex(tmp_path: Path, codex: str = "") -> tuple:
     binary = tmp_path / "bin" / "codex"
     binary.parent.mkdir(exist_ok=True)
     binary.write_text("#!/bin/sh\n")
@@ -32,7 +32,7 @@ def _codex(tmp_path: Path, codex: str = "") -> tuple:  # noqa: ANN401 - (spec, s
     return parse_unit(tmp_path / "units" / "cx.toml", text), Settings(project_root=tmp_path)
 
 
-def _claude(tmp_path: Path, env: str = "") -> tuple:  # noqa: ANN401 - (spec, settings)
+def _claude(tmp_path: Path, env: str = "") -> tuple:
     text = f'[agent]\nkind = "claude"\ncommand = ["/opt/claude"]\n{env}'
     return parse_unit(tmp_path / "units" / "cc.toml", text), Settings(project_root=tmp_path)
 

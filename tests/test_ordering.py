@@ -58,12 +58,12 @@ def test_units_being_removed_stop_with_the_rest(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ live units: ready() and blocked_by()
-import asyncio  # noqa: E402
+import asyncio
 
-from supervisor.daemon.lifecycle import UnitState  # noqa: E402
-from supervisor.daemon.table import Block, blocked_by, ready  # noqa: E402
-from supervisor.daemon.unit import UnitSupervisor  # noqa: E402
-from tests.daemon_fakes import FakeClock, FakeRuntime  # noqa: E402
+from supervisor.daemon.lifecycle import UnitState
+from supervisor.daemon.table import Block, blocked_by, ready
+from supervisor.daemon.unit import UnitSupervisor
+from tests.daemon_fakes import FakeClock, FakeRuntime
 
 QUIET = "[wakeup]\non_start = false\n"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.claude_fixtures import Jail as ClaudeJail
-from tests.claude_fixtures import claude_bin, jail as claude_jail, last_user_text  # noqa: F401 - fixtures
-from tests.codex_fixtures import PORT, Jail as CodexJail, codex_bin, jail  # noqa: F401 - fixtures
+from tests.claude_fixtures import claude_bin, jail as claude_jail, last_user_text
+from tests.codex_fixtures import PORT, Jail as CodexJail, codex_bin, jail
 from tests.conftest import Project, git, wait_until
 
 __all__ = ["claude_bin", "claude_jail", "codex_bin", "jail"]

@@ -29,7 +29,7 @@ SECRET = "sk-proj-" + "Qx7" * 12
 
 
 @pytest.fixture
-def containment(tmp_path: Path):  # noqa: ANN201
+def containment(tmp_path: Path):
     c = discover(tmp_path)
     yield c
     for member in list(getattr(c, "members", {}).values()):
@@ -120,7 +120,7 @@ def test_notify_gets_each_event_as_json_on_stdin_and_a_stuck_command_is_killed(t
     assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(60)" in " ".join(p.cmdline())]
 
 
-async def wait_for(predicate, timeout: float = 20.0) -> None:  # noqa: ANN001
+async def wait_for(predicate, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

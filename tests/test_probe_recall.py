@@ -134,7 +134,7 @@ class RecallingKeeper(FakeKeeper):
 
 
 class WakingHost(FakeHost):
-    async def respawn(self, why: str):  # noqa: ANN201
+    async def respawn(self, why: str):
         self.fresh = FakeDriver(self.clock, wakeup="# Wakeup briefing\nthe task")
         return self.fresh, None, 10
 

@@ -164,7 +164,7 @@ def test_since_keeps_the_newer_sessions_and_bad_input_names_the_forms() -> None:
         table.parse_since("yesterday", now)
 
 
-def test_blob_of_is_gits_blob_id_and_none_for_what_is_not_a_file(tmp_path) -> None:  # noqa: ANN001
+def test_blob_of_is_gits_blob_id_and_none_for_what_is_not_a_file(tmp_path) -> None:
     import subprocess
 
     from supervisor.report.gather import blob_of
@@ -192,7 +192,7 @@ def test_a_start_outside_a_cycle_brings_its_own_recall() -> None:
                       starts) == []  # s2 started before the cut
 
 
-def test_the_command_names_an_unknown_unit_and_a_bad_since(tmp_path) -> None:  # noqa: ANN001
+def test_the_command_names_an_unknown_unit_and_a_bad_since(tmp_path) -> None:
     from tests.conftest import Project
 
     project = Project(tmp_path)
@@ -216,7 +216,7 @@ def test_an_early_edit_that_puts_a_decisions_file_back_is_a_constraint_break() -
     assert fig.resumed(back, "s1", None, {"src/parser.py": "p1"}, scope=SCOPE, settled=settled).breaks == []  # cold
 
 
-def test_settled_decisions_come_from_the_snapshots_before_and_with_each_decision(tmp_path) -> None:  # noqa: ANN001
+def test_settled_decisions_come_from_the_snapshots_before_and_with_each_decision(tmp_path) -> None:
     import subprocess
 
     from supervisor.memory.decisions import record_decision

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from tests import trail_scenario as ts
-from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn  # noqa: F401
+from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, start_and_first_turn
 from tests.conftest import CONSTRAINT, TASK, git, wait_until
 
 __all__ = ["claude_bin", "jail"]

@@ -130,7 +130,7 @@ def test_the_usage_limits_of_both_clis_are_seen_with_codexs_reset_time() -> None
     assert claude is not None and "429" in claude.line
 
 
-def _claude(tmp_path: Path):  # noqa: ANN202
+def _claude(tmp_path: Path):
     spec = parse_unit(tmp_path / "units" / "cc.toml", '[agent]\nkind = "claude"\ncommand = ["/opt/claude"]\n')
     adapter = make_adapter(spec, Settings(project_root=tmp_path))
     adapter.launch("W", "s1", {})

@@ -33,7 +33,7 @@ def make(tmp_path: Path, text: str = NO_WAKEUP) -> tuple[UnitSupervisor, FakeRun
     return UnitSupervisor(spec(tmp_path, text), rt, _Adapter()), rt, clock  # type: ignore[arg-type]
 
 
-def run(coro):  # noqa: ANN001, ANN201
+def run(coro):
     return asyncio.run(coro)
 
 
@@ -228,7 +228,7 @@ def test_stop_now_cancels_a_checkpoint_that_waits_for_its_deadline(tmp_path: Pat
         driver = unit.driver
         driver.watcher.idle = False  # a turn that never ends
 
-        async def never(deadline: float, activity=None) -> bool:  # noqa: ANN001
+        async def never(deadline: float, activity=None) -> bool:
             await asyncio.Event().wait()
             return False
         driver.wait_ready = never  # type: ignore[method-assign]

@@ -24,7 +24,7 @@ from tests.conftest import Project, clean_env, git, wait_until
 from tests.web_fixtures import PLANTED, Dashboard, dashboard, shared, start_dashboard, tui_unit  # noqa: F401 - fixtures
 
 
-def card(page: Page, unit: str):  # noqa: ANN201 - a Playwright Locator
+def card(page: Page, unit: str):
     return page.locator(f'.card[data-unit="{unit}"]')
 
 
@@ -95,7 +95,7 @@ def crash_unit(project: Project) -> None:
 [wakeup]\non_start = false\n""")
 
 
-def result(page: Page):  # noqa: ANN201 - a Locator: the line that says what came of an action
+def result(page: Page):
     return page.locator("#action-result .text")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from supervisor.adapters.claude import KICKOFF
 from tests import trail_scenario as ts
-from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, last_user_text, start_and_first_turn  # noqa: F401
+from tests.claude_fixtures import API_KEY, PORT, Jail, claude_bin, jail, last_user_text, start_and_first_turn
 from tests.conftest import git, wait_until
 
 __all__ = ["claude_bin", "jail"]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from tests import trail_scenario as ts
-from tests.codex_fixtures import Jail, codex_bin, git, jail, log, setup_trail, wait_idle  # noqa: F401 - fixtures
+from tests.codex_fixtures import Jail, codex_bin, git, jail, log, setup_trail, wait_idle
 from tests.conftest import Project, wait_until
 
 __all__ = ["codex_bin", "jail"]

@@ -24,6 +24,7 @@ last good definition in silence.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .units import UnitError, UnitLoadError, UnitSpec, load_units, parse_unit
@@ -59,25 +60,30 @@ def refuse_overlaps(specs: dict[str, UnitSpec], root: Path) -> tuple[dict[str, U
     return {n: s for n, s in specs.items() if n not in refused}, errors
 
 
+def cycle_from(edges: Mapping[str, Sequence[str]], start: str) -> list[str] | None:
+    """The first cycle a depth-first walk of ``edges`` from ``start`` finds (its first node repeated at its
+    end), or None.  One walk for the units' requires/after and the plans' task order."""
+    path: list[str] = []
+
+    def walk(node: str) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        path.append(node)
+        for nxt in edges.get(node, ()):
+            if (found := walk(nxt)) is not None:
+                return found
+        path.pop()
+        return None
+
+    return walk(start)
+
+
 def refuse_cycles(specs: dict[str, UnitSpec]) -> tuple[dict[str, UnitSpec], list[UnitError]]:
     """Units in a cycle of ``requires``/``after`` are refused, each naming the whole cycle."""
     edges = {n: sorted((set(s.unit.requires) | set(s.unit.after)) & set(specs)) for n, s in specs.items()}
     in_cycle: dict[str, list[str]] = {}
     for start in sorted(specs):
-        path: list[str] = []
-
-        def walk(node: str) -> list[str] | None:
-            if node in path:
-                return path[path.index(node):] + [node]
-            path.append(node)
-            for nxt in edges[node]:
-                found = walk(nxt)
-                if found:
-                    return found
-            path.pop()
-            return None
-
-        cycle = walk(start)
+        cycle = cycle_from(edges, start)
         if cycle:
             for name in cycle[:-1]:
                 in_cycle.setdefault(name, cycle)

@@ -43,7 +43,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from .agent_sections import ClaudeSection, CodexSection, FreezeSection
 from .resources import ResourcesSection
-from .unit_sections import (  # noqa: F401 - re-exported: the sections are read as config.units'
+from .unit_sections import (
     AgentSection,
     CheckpointSection,
     ContextSection,

@@ -62,7 +62,7 @@ from ..session.redact import redact_text
 from ..tokens import estimate_tokens
 from . import stopped as stopped_state
 from .briefing import Section, cut_text, fit, item_cap, render
-from .sections import (  # noqa: F401 - _entry_line is read by the tests
+from .sections import (
     constraints_section,
     _decision_ref,
     _decisions_section,

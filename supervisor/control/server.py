@@ -261,7 +261,7 @@ class ControlServer:
                 delay = BACKOFF_FIRST if self.table.evict_idle() else next_delay(delay)
                 await asyncio.sleep(delay)  # an evicted connection's descriptor is freed meanwhile
                 continue
-            except Exception as exc:  # noqa: BLE001 - a fault in the lookup grants nothing and ends nothing else
+            except Exception as exc:
                 log.exception("control_caller_lookup_failed", peer_pid=peer.pid)
                 return f"agentd could not tell which unit pid {peer.pid} is in ({type(exc).__name__}: {exc})"
             return caller if caller is not None else gone
@@ -318,7 +318,7 @@ class ControlServer:
             return {"ok": True, "result": await command.handler(args)}  # type: ignore[call-arg]
         except ControlError as exc:
             return {"ok": False, "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - one bad command must not take the daemon down
+        except Exception as exc:
             log.exception("control_command_failed", cmd=name)
             return {"ok": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}
 

@@ -190,7 +190,7 @@ class Arbiter:
                     await self.confinement.tick(list(self.units.values()), self._scope)
                 if self._persist_due:
                     await self.persist()
-            except Exception as exc:  # noqa: BLE001 - one bad tick must not end supervision
+            except Exception as exc:
                 log.error("tick_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
 
     # ------------------------------------------------------------------ Runtime (for the units)
@@ -233,7 +233,7 @@ class Arbiter:
         self._notifier.status(self._summary())
         try:
             self.units.changed(unit)
-        except Exception as exc:  # noqa: BLE001 - the dependents' reaction must not undo the unit's change
+        except Exception as exc:
             log.error("dependents_failed", unit=unit.name, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
 
     def record_cycle(self, record: CycleRecord) -> None:

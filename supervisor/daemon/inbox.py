@@ -141,7 +141,7 @@ class Inbox:
                     for unit, (spec, inbox, names) in found.items():
                         tasks[unit] = loop.run_in_executor(pool, self.handle_all, unit, spec, inbox, names)
                         tasks[unit].add_done_callback(lambda _t, u=unit: tasks.pop(u, None))
-                except Exception as exc:  # noqa: BLE001 - one bad pass must not end the channel
+                except Exception as exc:
                     log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
                 await asyncio.sleep(self.interval)
         finally:

@@ -186,7 +186,7 @@ class UnitSupervisor:
                 return await coro
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - leave a named state, with the reason
+            except Exception as exc:
                 log.error("operation_failed", unit=self.name, operation=what, error=f"{type(exc).__name__}: {exc}",
                           exc_info=exc)
                 try:
@@ -205,7 +205,7 @@ class UnitSupervisor:
         except Exception as exc:  # noqa: BLE001 - a bug handling one unit: named on that unit
             try:
                 self.fault(exc, during)
-            except Exception as again:  # noqa: BLE001 - even naming it failed: logged, the loop goes on
+            except Exception as again:
                 log.error("unit_fault_failed", unit=self.name, error=f"{type(again).__name__}: {again}", exc_info=again)
 
     def fault(self, exc: BaseException, during: str) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ..config.check import cycle_from
 from .spec import PLAN_NAME_RE, PlanModel, PlanSpec, Task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,19 +106,7 @@ def _after_problem(spec: PlanSpec) -> str | None:
                 return f"{find_line(spec.source, 'task', index, 'after')}: [[task]] {task.id!r} after: {dep!r}: {why}"
     edges = {t.id: list(t.after) for t in spec.model.task}
     for start in ids:
-        path: list[str] = []
-
-        def walk(node: str) -> list[str] | None:
-            if node in path:
-                return path[path.index(node):] + [node]
-            path.append(node)
-            for nxt in edges[node]:
-                if (found := walk(nxt)) is not None:
-                    return found
-            path.pop()
-            return None
-
-        if cycle := walk(start):
+        if cycle := cycle_from(edges, start):
             index = ids.index(cycle[0])
             return (f"{find_line(spec.source, 'task', index, 'after')}: [[task]] after forms a cycle: "
                     f"{' -> '.join(cycle)}; no task of it could ever start: remove one of these dependencies")

@@ -76,7 +76,7 @@ def _pty_masters(pid: int | None) -> int:
     return sum(1 for link in links if link in ("/dev/ptmx", "/dev/pts/ptmx"))
 
 
-def test_the_event_index_keeps_a_reader_for_the_newest_transcripts_only(tmp_path) -> None:  # noqa: ANN001
+def test_the_event_index_keeps_a_reader_for_the_newest_transcripts_only(tmp_path) -> None:
     """Issue 31 §3: each restart is a new transcript; the index kept a reader per transcript for good."""
     from supervisor.eventindex.transcripts import Marks
 

@@ -25,7 +25,7 @@ def record(case: str, result: object) -> None:
         f.write(json.dumps({"case": case, "result": result}) + "\n")
 
 
-def attempt(case: str, fn) -> None:  # noqa: ANN001
+def attempt(case: str, fn) -> None:
     try:
         result = fn()
     except OSError as exc:

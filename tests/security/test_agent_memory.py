@@ -142,7 +142,7 @@ def test_a_forged_request_for_another_unit_is_refused(project: Project) -> None:
         f"ls {b_inbox}; echo ls=$?",
         "echo \"AGENTD_INBOX=$AGENTD_INBOX\"",
         f"AGENTD_INBOX={b_inbox} agentd task-state 'INJECTED STATE'; echo env=$?",
-        f"AGENTD_UNIT=b AGENTD_MODULE=b agentd task-state 'INJECTED STATE'; echo unit=$?",
+        "AGENTD_UNIT=b AGENTD_MODULE=b agentd task-state 'INJECTED STATE'; echo unit=$?",
     ]))
     assert "rc=0" not in out and "ls=2" in out, out  # b's inbox does not even exist in a's view
     assert f"AGENTD_INBOX={inbox_path(project.state, 'a')}" in out

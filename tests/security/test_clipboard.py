@@ -33,7 +33,7 @@ def test_osc_52_is_dropped_wherever_the_chunks_are_cut() -> None:
 
 
 def test_an_attached_terminal_never_gets_the_agents_clipboard_sequence(project: Project,
-                                                                      viewers: list[pexpect.spawn]) -> None:  # noqa: F811
+                                                                      viewers: list[pexpect.spawn]) -> None:
     project.fake_unit("worker")
     project.agentd("start")
     project.wait_state("worker", "running")
