@@ -209,13 +209,3 @@ def render_reload(report: dict) -> str:
     for key, words in (("kept_old", "kept on its old definition"), ("not_loaded", "not loaded")):
         lines += [f"{name}: {words}: {visible(why)}" for name, why in (report.get(key) or {}).items()]
     return "\n".join(lines)
-
-
-def render_violations(records: list[dict]) -> str:
-    """``agentd violations``: one line per violation, paths and rules with their escapes made visible."""
-    from tabulate import tabulate
-
-    rows = [[visible(r.get("time", "-")), visible(r.get("unit") or "(" + ", ".join(r.get("candidates") or []) + "?)"),
-             visible(r.get("path", "")), visible(r.get("rule", "")), visible(r.get("action", "")),
-             visible(r.get("certainty") or "watcher"), visible(r.get("done") or "-")] for r in records]
-    return tabulate(rows, headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "CERTAINTY", "DONE"], disable_numparse=True)

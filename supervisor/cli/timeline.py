@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ..continuity.records import history_path, read_history, read_sessions, sessions_path
+from ..visible import visible
 from .context import AppContext, pass_app
 
 CYCLE = "cycle"
@@ -153,7 +154,6 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
     import json
 
     from ..durable import read_jsonl
-    from .render import render_violations
 
     rows = [r for r in read_jsonl(app.paths.state_path / "violations.jsonl")
             if unit is None or r.get("unit") == unit or unit in (r.get("candidates") or [])]
@@ -165,3 +165,13 @@ def violations(app: AppContext, unit: str | None, as_json: bool) -> None:
         click.echo("no violations")
         return
     click.echo(render_violations(rows))
+
+
+def render_violations(records: list[dict]) -> str:
+    """``agentd violations``: one line per violation, paths and rules with their escapes made visible."""
+    from tabulate import tabulate
+
+    rows = [[visible(r.get("time", "-")), visible(r.get("unit") or "(" + ", ".join(r.get("candidates") or []) + "?)"),
+             visible(r.get("path", "")), visible(r.get("rule", "")), visible(r.get("action", "")),
+             visible(r.get("certainty") or "watcher"), visible(r.get("done") or "-")] for r in records]
+    return tabulate(rows, headers=["TIME", "UNIT", "PATH", "RULE", "ACTION", "CERTAINTY", "DONE"], disable_numparse=True)
