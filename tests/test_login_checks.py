@@ -110,7 +110,8 @@ def test_check_and_doctor_warn_about_it(project: Project) -> None:
         program.write_text("#!/bin/sh\n")
         program.chmod(0o755)
     project.unit("cx", f'[agent]\nkind = "codex"\ncommand = [{json.dumps(str(binary))}]\n'
-                       f'[codex]\nhome = {json.dumps(str(home))}\n')
+                       f'[codex]\nhome = {json.dumps(str(home))}\n'
+                       '[scope]\npaths = ["cx/**"]\n')  # (a whole-project agent could rewrite the other's CLI)
     env = {k: v for k, v in clean_env().items() if k not in ("OPENAI_API_KEY", "CODEX_API_KEY", "ANTHROPIC_API_KEY")}
     check = subprocess.run([*AGENTD, "--project", str(project.root), "check"], env=env, capture_output=True,
                            text=True, timeout=120, cwd=project.root, stdin=subprocess.DEVNULL)

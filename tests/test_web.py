@@ -226,7 +226,10 @@ def test_metrics_have_a_series_for_a_blocked_a_frozen_and_an_error_unit() -> Non
     state = {(s.labels["unit"], s.labels["state"]): s.value for s in families["agentd_unit_state"].samples}
     assert {k for k, v in blocked.items() if v} == {("stuck", "login")}
     assert {k for k, v in frozen.items() if v} == {("stuck", "blocked_screen"), ("storm", "cycle_storm")}
-    assert {s for (u, s) in blocked if u == "fine"} == {"trust", "login", "update", "approval", "onboarding"}
+    from supervisor.adapters.base import BlockKind
+
+    screens = {s for (u, s) in blocked if u == "fine"}  # a series for every screen agentd can name
+    assert screens == {k.value for k in BlockKind} and screens >= {"trust", "login", "update", "approval", "unreachable"}
     assert {f for (u, f) in frozen if u == "fine"} >= {"blocked_screen", "stopped_process", "cycle_storm",
                                                        "memory_unwritable", "approval_wait"}
     assert state[("broken", "error")] == 1.0 and state[("fine", "error")] == 0.0

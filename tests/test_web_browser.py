@@ -232,7 +232,7 @@ def cycled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard
         git(root, "config", "user.name", "t")
         proj.init_memory()
         proj.agentd("decide", DECISION, "--why", "because clients pin it, so changes go behind a flag", "--global")
-        command = [sys.executable, "-m", "supervisor", "--root", str(root), "wakeup", "--module", "coder",
+        command = [sys.executable, "-I", "-m", "supervisor", "--root", str(root), "wakeup", "--module", "coder",
                    "--decisions", "0"]
         proj.fake_unit("coder", "--on-checkpoint", "ignore", cycle=True, scope='paths = ["src/**"]',
                        wakeup=f"command = {json.dumps(command)}")

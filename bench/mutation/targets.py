@@ -149,15 +149,6 @@ KEPT: dict[str, dict[str, str]] = {
             "no pair of globs was found where only that deeper path overlaps, and overlaps() is a documented "
             "heuristic (its Limits), so the extra candidates are not pinned",
     },
-    "supervisor.daemon.ordering": {
-        "ready: 0 -> (1)":
-            "sleep(1) instead of sleep(0) only makes ready() a second slower: the same order of events, "
-            "and speed is the bench's business, not a test's",
-        "ready: await asyncio.sleep(0) -> pass":
-            "one turn of the event loop before reaping, so an agent that died while taking its wakeup is "
-            "seen by the daemon's own SIGCHLD handling first; the fake driver reports its exit either way, "
-            "and a pure test cannot tell the two apart",
-    },
     "supervisor.continuity.policy": {
         "<module>: 10.0 -> (11.0)":
             "PERSON_IDLE is a tuning number, not a documented rule: the rule that agentd holds its typing "

@@ -19,7 +19,10 @@ files too) and refused, with the reason, by ``agentd check`` and at start:
   inside the project, the script an interpreter runs (``sh x.sh``, ``python
   x.py``, ``python tool/``: existing or not), every argument naming an
   existing executable file (``timeout 5 x.sh``; not data: ``--log FILE``),
-  the words of a ``-c`` shell string naming an existing file,
+  the words of a ``-c`` shell string naming an existing file it runs (in a
+  command's place, after an interpreter, ``source`` or ``.``, or executable;
+  not one it reads: ``tail -1 .agent/decisions-core.log``; a string that
+  evals a file's content is not seen),
   a Python ``-m`` module below the working directory;
   and for ``python -c`` / ``python -m`` (without ``-I``), which import from
   their working directory first, that directory itself when an agent may add
@@ -173,7 +176,7 @@ def runs(argv: Sequence[str], cwd: Path, path_env: str | None = None, *, cwd_imp
         if where:
             found.append(Path(where))
     words = list(argv[1:])
-    code: list[str] = []  # the words of a shell string: code, so every file they name counts
+    code: list[str] = []  # the words of a shell string: a file they run counts (below)
     if _SHELLS.fullmatch(name) and "-c" in words:
         at = words.index("-c")
         if at + 1 < len(words):
@@ -188,9 +191,15 @@ def runs(argv: Sequence[str], cwd: Path, path_env: str | None = None, *, cwd_imp
         # (`timeout 5 x.sh`: executable), never as a value (`--input-log FILE`, data the agent may write anyway)
         if hit is not None and (word == script or (hit.is_file() and os.access(hit, os.X_OK))):
             found.append(hit)
-    for word in code:
+    for k, word in enumerate(code):
         hit = _existing(word, cwd)
-        if hit is not None and not hit.is_dir():
+        if hit is None or hit.is_dir():
+            continue
+        # a file the shell string runs: in a command's place, after an interpreter or `source`/`.`, or
+        # executable (`./x`); one it only reads (`tail -1 .agent/decisions-core.log`) is data, not code
+        before = code[k - 1].rstrip(";&|(") if k else ""
+        if (k == 0 or code[k - 1].endswith((";", "&&", "||", "|", "(")) or before in ("source", ".", "exec")
+                or _INTERPRETERS.fullmatch(Path(before).name) or os.access(hit, os.X_OK)):
             found.append(hit)
     words += code
     if _PYTHON.fullmatch(name):

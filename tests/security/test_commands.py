@@ -85,6 +85,9 @@ def test_what_a_command_runs(tmp_path: Path) -> None:
     (tmp_path / "tools" / "mod.py").write_text("")
     got = runs(["bash", "-c", "sh etc/w.sh && echo ok"], tmp_path)
     assert tmp_path / "etc" / "w.sh" in got
+    for string in ("echo hi; . etc/w.sh", "source etc/w.sh", "true && bash etc/w.sh"):  # what a shell string runs
+        assert tmp_path / "etc" / "w.sh" in runs(["sh", "-c", string], tmp_path), string
+    assert tmp_path / "etc" / "w.sh" not in runs(["bash", "-c", "echo hi; tail -1 etc/w.sh"], tmp_path)  # read: data
     assert tmp_path / "tools" / "mod.py" in runs(["python3", "-m", "tools.mod"], tmp_path)
     assert tmp_path / "__cwd__.py" in runs(["python3", "-c", "import json"], tmp_path)  # imports from its cwd
     assert tmp_path / "__cwd__.py" not in runs([sys.executable, "-I", "-c", "import json"], tmp_path)  # not so
