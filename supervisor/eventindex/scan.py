@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..trail.records import SUFFIX as RECORD_SUFFIX
-from .sources import Source, SourceKind
+from .sources import Source, SourceKind, dir_entries
 
 #: Seconds after a directory's last change during which its listing is not trusted (listed again).
 RACY = 2.0
@@ -71,7 +71,7 @@ class TranscriptScan:
         root = Path(state_dir) / "transcripts"
         present: set[str] = set()
         out: list[Source] = []
-        for entry in _entries(root):
+        for entry in dir_entries(root):
             try:
                 if not entry.is_dir():
                     continue
@@ -94,7 +94,7 @@ class TranscriptScan:
         return sorted(out, key=lambda s: s.stat.st_mtime if s.stat else 0.0, reverse=True)
 
     def _list(self, unit: str, path: str, d: _Dir, mtime_ns: int, now: float) -> None:
-        entries = [e.name for e in _entries(path)]
+        entries = [e.name for e in dir_entries(path)]
         sessions = {n[:-4] for n in entries if n.endswith(".txt")}
         self._gone += [(unit, s) for s in d.sessions - sessions]
         d.open = (d.open & sessions) | (sessions - d.sessions)
@@ -125,11 +125,3 @@ class TranscriptScan:
     def looked_at(self) -> int:
         """How many transcripts a pass that lists nothing again looks at (for tests and the bench)."""
         return sum(len(d.open | d.newest) for d in self._dirs.values())
-
-
-def _entries(directory: Path | str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
-            return list(it)
-    except (FileNotFoundError, NotADirectoryError):
-        return []

@@ -112,7 +112,7 @@ def memory_sources(root: Path, state_dir: Path) -> list[Source]:
             found.append(Source(str(path), SourceKind.ENGRAM))
         for module in facts.modules(paths):
             found.append(Source(str(paths.facts(module)), SourceKind.FACTS, module=module))
-    for entry in _entries(state_dir / "history"):
+    for entry in dir_entries(state_dir / "history"):
         if entry.name.endswith(".jsonl") and not entry.name.endswith(".sessions.jsonl"):
             found.append(Source(entry.path, SourceKind.HISTORY, unit=entry.name[:-len(".jsonl")]))
     return [s for s in (_with_stat(s) for s in found) if s.stat is not None]
@@ -121,9 +121,9 @@ def memory_sources(root: Path, state_dir: Path) -> list[Source]:
 def transcript_sources(state_dir: Path) -> list[Source]:
     """Every transcript present now, with its stat, newest first."""
     transcripts = []  # plain strings and scandir's stat here: a listing looks at every transcript
-    for unit_dir in _entries(state_dir / "transcripts"):
+    for unit_dir in dir_entries(state_dir / "transcripts"):
         if unit_dir.is_dir():
-            entries = _entries(unit_dir.path)
+            entries = dir_entries(unit_dir.path)
             links = {e.name[:-len(RECORD_SUFFIX)] for e in entries if e.name.endswith(RECORD_SUFFIX)}
             for entry in entries:
                 if entry.name.endswith(".txt"):
@@ -169,7 +169,8 @@ class Links:
                       agent=kind)
 
 
-def _entries(directory: Path | str) -> list[os.DirEntry[str]]:
+def dir_entries(directory: Path | str) -> list[os.DirEntry[str]]:
+    """The entries of ``directory``; none when it is gone or not a directory (the scan and the listing share it)."""
     try:
         with os.scandir(directory) as it:
             return list(it)
