@@ -19,7 +19,7 @@ from typing import Any
 from supervisor.adapters.base import ContextFigure, Launch, Meaning
 from supervisor.config.units import UnitSpec
 from supervisor.continuity import cycle
-from supervisor.continuity.policy import After, Trigger
+from supervisor.continuity.policy import After, Seen, Trigger
 from supervisor.daemon.lifecycle import UnitState
 from supervisor.session.process import ExitInfo
 
@@ -402,3 +402,14 @@ def spec(tmp_path: Path, text: str = "", name: str = "u") -> UnitSpec:
     data = tomllib.loads(text)
     data.setdefault("agent", {}).setdefault("command", ["python"])
     return UnitSpec(name=name, path=tmp_path / f"{name}.toml", **data)
+
+
+#: A unit that takes no wakeup at start and counts a freeze after 30 s (the freeze and watch replays).
+QUIET = "[wakeup]\non_start = false\n[freeze]\nafter = 30\n"
+
+
+def seen(**kw: object) -> Seen:
+    base = dict(context=ContextFigure(100, 1000, True, "t"), session_age=10.0, silent_for=0.0, run_age=10.0,
+                failure=None, may_type=False)
+    base.update(kw)
+    return Seen(**base)  # type: ignore[arg-type]

@@ -11,21 +11,13 @@ import asyncio
 from pathlib import Path
 
 from supervisor.adapters.base import Blocked, BlockKind, ContextFigure, Keystrokes, Meaning
-from supervisor.continuity.policy import Checkpoint, Freeze, Frozen, Seen, Trigger, TypeQueued, hold, overdue, watch
+from supervisor.continuity.policy import Checkpoint, Freeze, Frozen, Trigger, TypeQueued, hold, overdue, watch
 from supervisor.daemon.commands import status_row
 from supervisor.daemon.lifecycle import UnitState
 from supervisor.daemon.unit import UnitSupervisor
 from supervisor.memory.scaffold import init_store
-from tests.daemon_fakes import FakeClock, FakeRuntime, spec
+from tests.daemon_fakes import QUIET, FakeClock, FakeRuntime, seen, spec
 
-QUIET = "[wakeup]\non_start = false\n[freeze]\nafter = 30\n"
-
-
-def seen(**kw: object) -> Seen:
-    base = dict(context=ContextFigure(100, 1000, True, "t"), session_age=10.0, silent_for=0.0, run_age=10.0,
-                failure=None, may_type=False)
-    base.update(kw)
-    return Seen(**base)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ the policy (pure)

@@ -13,22 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.adapters.base import ContextFigure, Turn, TurnWatcher
-from supervisor.continuity.policy import Checkpoint, Seen, Trigger, next_due, watch
+from supervisor.continuity.policy import Checkpoint, Trigger, next_due, watch
 from supervisor.daemon.lifecycle import UnitState
 from supervisor.daemon.unit import UnitSupervisor
 from supervisor.daemon.watch import LOOK_EVERY
 from supervisor.schedule import USAGE_SCAN_EVERY
 from supervisor.memory.scaffold import init_store
-from tests.daemon_fakes import FakeClock, FakeDriver, FakeRuntime, spec
+from tests.daemon_fakes import QUIET, FakeClock, FakeDriver, FakeRuntime, seen, spec
 
-QUIET = "[wakeup]\non_start = false\n[freeze]\nafter = 30\n"
-
-
-def seen(**kw: object) -> Seen:
-    base = dict(context=ContextFigure(100, 1000, True, "t"), session_age=10.0, silent_for=0.0, run_age=10.0,
-                failure=None, may_type=False)
-    base.update(kw)
-    return Seen(**base)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ the policy (pure)
