@@ -165,9 +165,7 @@ def wait_idle(project: Project, timeout: float = 60) -> dict[str, Any]:
 def setup_trail(project: Project, binary: Path) -> None:
     """A git project with tests/trail_scenario.py's files and a Codex unit ``cx`` (scope src/), committed and trusted."""
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.agentd("init")
     ts.project_files(root)
     project.unit("cx", f"""

@@ -353,6 +353,12 @@ class Project:
         text = "".join(f"[{key}]\n{lines}\n" for key, lines in body.items() if lines)
         return self.unit(name, text)
 
+    def init_git(self) -> None:
+        """Make the project a git repository with a committer (no commit yet)."""
+        git(self.root.parent, "init", "-q", str(self.root))
+        git(self.root, "config", "user.email", "t@example.com")
+        git(self.root, "config", "user.name", "t")
+
     def init_memory(self) -> None:
         """``agentd init``, then a hard constraint (:data:`CONSTRAINT`) and a task (:data:`TASK`) a wakeup must carry."""
         self.agentd("init")

@@ -64,9 +64,7 @@ def test_delivered_text_is_the_first_message_or_the_wakeup_file_the_agent_was_gi
 def kept_project(project: Project) -> tuple[Path, UnitKeeper]:
     """A project whose session s1 of unit u (module core) read, ran a failing check and left an edit."""
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.init_memory()
     (root / "src").mkdir()
     (root / "src" / "parser.py").write_text("def parse(text):\n    return None\n")

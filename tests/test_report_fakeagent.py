@@ -38,9 +38,7 @@ def cycle(project: Project, sessions: int) -> dict:
 
 def test_the_report_counts_re_reads_and_repeated_commands_of_each_resumed_session(project: Project) -> None:
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.init_memory()
     (root / "src").mkdir()
     (root / "tests").mkdir()
@@ -98,9 +96,7 @@ def test_after_long_output_and_a_failing_check_the_wakeup_names_that_check_and_t
     exit status (never agentd's own `agentd task-state`), its recall counts it; the next session re-reads the file
     and runs the check again, and the report counts exactly one re-read and one repeat."""
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.init_memory()
     (root / "src").mkdir()
     (root / "tests").mkdir()

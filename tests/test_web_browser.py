@@ -227,9 +227,7 @@ def cycled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard
     proj = Project(tmp_path_factory.mktemp("cycled") / "proj")
     try:
         root = proj.root
-        git(root.parent, "init", "-q", str(root))
-        git(root, "config", "user.email", "t@example.com")
-        git(root, "config", "user.name", "t")
+        proj.init_git()
         proj.init_memory()
         proj.agentd("decide", DECISION, "--why", "because clients pin it, so changes go behind a flag", "--global")
         command = [sys.executable, "-I", "-m", "supervisor", "--root", str(root), "wakeup", "--module", "coder",

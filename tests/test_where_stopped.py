@@ -37,9 +37,7 @@ def idle(project: Project, unit: str) -> dict:
 
 def test_a_generic_agent_killed_mid_task_wakes_up_where_it_stopped(project: Project, tmp_path: Path) -> None:
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.agentd("init")
     (root / "src").mkdir()
     (root / "src" / "parser.py").write_text("def parse(text):\n    return text.split()\n")

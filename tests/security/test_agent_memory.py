@@ -32,9 +32,7 @@ _marks = itertools.count(1)
 
 def setup(project: Project, scope_a: str = '["a/**"]') -> None:
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     for d in ("a", "b"):
         (root / d).mkdir()
         (root / d / "main.py").write_text(f"# module {d}\nVALUE = 1\n")
@@ -233,9 +231,7 @@ def test_a_generic_agents_checkpoint_decision_snapshots_its_changed_file_and_the
     """Issue 25 §4 for a generic agent under agentd's fence: the fake agent's checkpoint runs `agentd note`,
     `decide` and `task-state` in its own shell, inside the fence; they reach the daemon through the inbox."""
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     (root / "w").mkdir()
     (root / "w" / "main.py").write_text("VALUE = 1\n")
     project.init_memory()

@@ -151,9 +151,7 @@ def viewer_log() -> io.BytesIO:
 def test_the_missing_shapes_wrapped_boxed_and_a_token_file_name_leak_nowhere(
         project: Project, tmp_path: Path, viewer_log: io.BytesIO) -> None:
     root = project.root
-    git(root.parent, "init", "-q", str(root))
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    project.init_git()
     project.agentd("init")
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("print('app')\n")
