@@ -100,8 +100,12 @@ def test_the_api_lists_units_with_host_cards_and_refuses_what_agentd_refuses(sha
     assert status == 409 and "text must be a string" in json.loads(body)["error"]
     status, _h, _b = shared.request("GET", "/api/units/nosuch")
     assert status == 404
+    before = shared.json("/api/units/alpha")["card"]
     status, _h, body = shared.request("POST", "/api/units/alpha/send", body={"text": "echo via-api"})
     assert status == 200, body
+    # the answer names the unit's state and change count as it was given: the page follows later cards only
+    seen = json.loads(body)["unit"]
+    assert seen["state"] == "running" and seen["version"] >= before["version"]
     wait_until(lambda: "via-api" in shared.project.transcript("alpha"), 10, what="the sent text")
 
 

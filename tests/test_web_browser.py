@@ -105,7 +105,20 @@ def test_every_action_asks_or_explains_and_a_failed_unit_offers_reset(project: P
     project.wait_state("crash", "failed")
     screen.goto(board.base + "unit/crash?token=" + board.token)
     expect(screen.locator("#state-label")).to_have_text("failed", timeout=10_000)
-    # Start on a failed unit: it fails again at once, and the page says so and what to do
+    # Start on a failed unit: it fails again at once, and the page says so and what to do. The answer to
+    # Start is held back until the daemon has failed the unit again, so the failed card reaches the page
+    # before the answer (as on a loaded machine): the page must still tell the failure, not "started".
+    def failures() -> int:
+        return sum(e["new"] == "failed" for e in project.events("unit_state", unit="crash"))
+
+    before = failures()
+
+    def held(route) -> None:
+        answer = route.fetch()
+        wait_until(lambda: failures() > before, 15, what="crash to fail again")
+        route.fulfill(response=answer)
+
+    screen.route("**/api/units/crash/start", held)
     screen.locator('.actions button[data-action="start"]').click()
     expect(result(screen)).to_contain_text("crash is failed", timeout=15_000)
     expect(result(screen)).to_contain_text("agentd reset-failed crash")

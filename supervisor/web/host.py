@@ -339,22 +339,26 @@ class WebHost:
         now = time.time()
         versions = self.daemon.bus.versions
         fresh = {n: c for n in known if (c := self._recent.get(n)) is not None and not stats
-                 and now - c[0] < CARD_REUSE and c[1] == versions.get(n)}
+                 and now - c[0] < CARD_REUSE and c[1] == versions.get(n, 0)}
         todo = [n for n in known if n not in fresh]
+        seen = {n: versions.get(n, 0) for n in todo}  # each card is at least this new (read before its status)
         result = await self.daemon.status(todo, stats=stats) if todo else {"units": []}
         for row in result["units"]:
             if row["unit"] in self.daemon.units:
-                fresh[row["unit"]] = (now, versions.get(row["unit"]), card(row, self.facts(row["unit"]), self.host, now))
+                ver = seen.get(row["unit"], 0)
+                fresh[row["unit"]] = (now, ver, {**card(row, self.facts(row["unit"]), self.host, now), "version": ver})
         self._recent.update(fresh)
         return {"now": now, "cards": [fresh[n][2] for n in known if n in fresh],
                 "removed": [f"{self.host}/{n}" for n in removed]}
 
     async def overview(self) -> dict[str, Any]:
+        versions = self.daemon.bus.versions
+        seen = dict(versions)  # each card is at least this new (read before its status)
         result = await self.daemon.status(None)
         now = time.time()
-        cards = [card(row, self.facts(row["unit"]), self.host, now) for row in result["units"]]
-        versions = self.daemon.bus.versions
-        self._recent = {c["unit"]: (now, versions.get(c["unit"]), c) for c in cards}
+        cards = [{**card(row, self.facts(row["unit"]), self.host, now), "version": seen.get(row["unit"], 0)}
+                 for row in result["units"]]
+        self._recent = {c["unit"]: (now, c["version"], c) for c in cards}
         return {"now": now, "host": self.host, "daemon": result["daemon"], "cards": cards,
                 "errors": result.get("errors", []), "legend": legend(),
                 "peers": [v.as_dict() for v in self.fleet.snapshot()]}

@@ -20,7 +20,9 @@ API (JSON)::
 
 Every route needs the token (:mod:`supervisor.web.auth`); ``/metrics`` may be
 public on loopback.  Actions go through the daemon's own control command
-table, so the page is refused exactly what ``agentd`` is refused.
+table, so the page is refused exactly what ``agentd`` is refused.  An action's
+answer names the unit's state and change count as it was given (``unit``), so
+the page can tell a failure that came a moment after "started".
 """
 
 from __future__ import annotations
@@ -149,14 +151,21 @@ def make_app(host: Served) -> web.Application:
         log.info("web_action", unit=name, action=what, peer=request.remote)
         task = asyncio.ensure_future(command.handler(args))
         done, _ = await asyncio.wait({task}, timeout=ACTION_WAIT)
+        # The unit as of this answer, read together (no await between): its state and its change count.
+        # The page follows the unit from here on, by cards of a later version only, so a unit that
+        # fails a moment after "started" is still told, and a card computed before the action is not.
+        unit = host.daemon.units.get(name)
+        seen = {"state": getattr(getattr(unit, "state", None), "value", None),
+                "version": host.daemon.bus.versions.get(name, 0)}
         if not done:
             pending.add(task)
             task.add_done_callback(_finished(pending, name, what))
-            return web.json_response({"accepted": True, "note": f"{what} goes on in the daemon"}, status=202)
+            return web.json_response({"accepted": True, "note": f"{what} goes on in the daemon", "unit": seen},
+                                     status=202)
         try:
-            return web.json_response({"ok": True, "result": task.result()}, dumps=_dumps)
+            return web.json_response({"ok": True, "result": task.result(), "unit": seen}, dumps=_dumps)
         except ControlError as exc:
-            return web.json_response({"error": str(exc)}, status=409)
+            return web.json_response({"error": str(exc), "unit": seen}, status=409)
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         return web.Response(body=await host.metrics(), headers={"Content-Type": CONTENT_TYPE})

@@ -116,15 +116,22 @@ async function run(what, body) {
   const {status, data} = await A.post(UNIT, what, body);
   const [text, tone, offer] = explain(what, status, data, body);
   say(text, tone, offer);
-  watching = status >= 200 && status < 300 ? {what, until: Date.now() + 30000, state: card && card.state} : null;
-  if (card) renderHead();
+  // Followed from the daemon's answer on: a card at least as new as the answer (the unit's change count
+  // when it was given) whose state is not the one the sentence named is news: a unit that fails a moment
+  // after "started" is told, and a card computed before the action is not taken for its outcome.
+  const at = data && data.unit ? data.unit : {state: card && card.state, version: card && card.version};
+  const answered = data && data.result && typeof data.result === "object" ? data.result[UNIT] : null;
+  const said = typeof answered === "string" && /^[a-z-]+$/.test(answered) ? answered : at.state;
+  watching = status >= 200 && status < 300 ? {what, until: Date.now() + 30000, state: said, version: at.version || 0} : null;
+  if (card) { renderHead(); follow(card); }
   return status >= 200 && status < 300 ? data : null;
 }
 
 // After an action, its result line follows the unit for a while: "stopped ... now: stopped", or a failure again.
 function follow(c) {
-  if (!watching || Date.now() > watching.until || c.state === watching.state) return;
+  if (!watching || Date.now() > watching.until || !(c.version >= watching.version) || c.state === watching.state) return;
   watching.state = c.state;
+  watching.version = c.version;
   if (FAILED.includes(c.state)) { say(failedText(c.state, c.reason), "bad", true); return; }
   const box = document.getElementById("action-result");
   const head = box.querySelector(".text").textContent.split(" — now:")[0];
