@@ -2,11 +2,15 @@
 
 An agent's memory commands write request files into ``<state>/inbox/<unit>/``
 (:mod:`supervisor.memory.channel`); only that unit's fence or sandbox may
-write there, so the directory says who asks.  Every 0.2 s :meth:`Inbox.run`
-looks at each loaded unit's inbox (in a thread, never on the loop; one
-``stat`` when nothing changed) and applies each unit's requests in a thread
-of their own (one at a time per unit, so a slow one never holds up another
-unit's checkpoint).  For each request:
+write there, so the directory says who asks.  :meth:`Inbox.run` looks at
+each loaded unit's inbox (in a thread, never on the loop; one ``stat`` when
+nothing changed) when inotify says a request arrived
+(:class:`~supervisor.daemon.dirwake.DirWake`; at the latest every
+``ALIVE_EVERY`` seconds, and every 0.2 s where inotify cannot be had), and
+applies each unit's requests in a thread of their own (one at a time per
+unit, so a slow one never holds up another unit's checkpoint).  Fifty idle
+units cost no thread hop and no ``stat`` between two looks; a request is seen
+within milliseconds.  For each request:
 
 1. reads it without following links or blocking (a regular file of at most
    64 KiB) and removes it: a request is applied at most once, and a unit
@@ -43,6 +47,7 @@ check is queued, or why the claim is ignored) is the reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -57,13 +62,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ..memory.channel import (ALIVE, ALIVE_EVERY, MAX_REQUEST, REPLY_SUFFIX, REQUEST_RE, ChannelError, Request,
-                              inbox_path, parse_request, write_reply)
+from ..memory.channel import (ALIVE, ALIVE_EVERY, INBOX_DIR, MAX_REQUEST, REPLY_SUFFIX, REQUEST_RE, ChannelError,
+                              Request, inbox_path, parse_request, write_reply)
 from ..memory.gitfiles import matches
 from ..scope.allowset import covers
 from ..scope.fencing import hidden_state
 from ..session.mountview import View, ViewSpec, view_mode
 from ..session.redact import redact_text
+from .dirwake import DirWake
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.units import UnitSpec
@@ -83,6 +89,8 @@ WORKER_TIMEOUT = 120.0
 SETTLED = 0.5
 #: Requests one unit may make in a minute (a checkpoint makes three).
 RATE = 60
+#: The shortest time between two passes (seconds): what an agent flooding its inbox can cost.
+MIN_GAP = 0.05
 #: Units whose requests are applied at once (each waits on a worker process).
 WORKERS = 4
 #: Top-level names a request may never name: git's, the memory store's (the daemon writes them).
@@ -120,6 +128,8 @@ class Inbox:
         self._seen: dict[str, int] = {}  # unit -> the inbox's mtime when it was last found empty
         self._recent: dict[str, deque[float]] = {}  # unit -> when its latest requests came (the rate limit)
         self._alive_at = 0.0
+        self._inbox_root = self.state_dir / INBOX_DIR
+        self._watch: DirWake | None = None  # while :meth:`run` serves with inotify
         try:
             self._state_rel: str | None = self.state_dir.relative_to(self.root).as_posix()
         except ValueError:
@@ -133,19 +143,64 @@ class Inbox:
         # threads of its own: requests that wait on worker processes never take the daemon's other threads
         pool = ThreadPoolExecutor(max_workers=WORKERS + 1, thread_name_prefix="agentd-inbox")
         tasks: dict[str, asyncio.Future[int]] = {}
+        wake = asyncio.Event()
+        with contextlib.suppress(OSError):  # watched from the start: the first unit's inbox is created in it
+            self._inbox_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        watch = self._watch = self._open_watch(loop, wake)
+
+        def served(unit: str) -> None:
+            tasks.pop(unit, None)
+            wake.set()  # what was left beyond PER_PASS is taken at once
+
         try:
             while True:
+                wake.clear()  # a request that arrives during this pass wakes the next one
+                started = loop.time()
                 try:
                     specs = dict(self.specs())  # read on the loop: reloads change the units there
+                    if watch is not None:
+                        self._watch_inboxes(watch, specs)
                     found = await loop.run_in_executor(pool, self.collect, specs, set(tasks))
                     for unit, (spec, inbox, names) in found.items():
                         tasks[unit] = loop.run_in_executor(pool, self.handle_all, unit, spec, inbox, names)
-                        tasks[unit].add_done_callback(lambda _t, u=unit: tasks.pop(u, None))
+                        tasks[unit].add_done_callback(lambda _t, u=unit: served(u))
                 except Exception as exc:
                     log.error("inbox_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
-                await asyncio.sleep(self.interval)
+                if watch is None:
+                    await asyncio.sleep(self.interval)
+                    continue
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), ALIVE_EVERY)
+                # an agent that writes files as fast as it can gets a pass per MIN_GAP, no more
+                await asyncio.sleep(max(0.0, started + MIN_GAP - loop.time()))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            if watch is not None:
+                watch.close()
+
+    def _open_watch(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> DirWake | None:
+        """inotify on the inboxes (None: it cannot be had, and the inboxes are polled every ``interval``)."""
+        try:
+            watch = DirWake(wake.set, lambda directory, name: directory == str(self._inbox_root)
+                            or REQUEST_RE.fullmatch(name) is not None)
+        except OSError as exc:
+            log.warning("inbox_polled", reason=str(exc), every=self.interval)
+            return None
+        watch.attach(loop)
+        return watch
+
+    def _watch_inboxes(self, watch: DirWake, specs: Mapping[str, UnitSpec]) -> None:
+        """Watch the inbox directory (a unit's inbox created there wakes a pass) and each loaded unit's inbox."""
+        wanted = {str(self._inbox_root)} | {str(inbox_path(self.state_dir, unit)) for unit in specs}
+        for path in list(watch.paths):
+            if path not in wanted:
+                watch.forget(path)  # a unit removed by a reload
+        for path in wanted:
+            if not watch.watching(path):
+                try:
+                    watch.watch(path)
+                except OSError as exc:  # out of watches: the pass every ALIVE_EVERY seconds still serves it
+                    log.warning("inbox_not_watched", path=path, error=str(exc))
 
     # ------------------------------------------------------------------ scanning
     def scan(self, specs: Mapping[str, UnitSpec] | None = None) -> int:
