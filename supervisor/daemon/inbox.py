@@ -191,7 +191,11 @@ class Inbox:
 
     def _watch_inboxes(self, watch: DirWake, specs: Mapping[str, UnitSpec]) -> None:
         """Watch the inbox directory (a unit's inbox created there wakes a pass) and each loaded unit's inbox."""
-        wanted = {str(self._inbox_root)} | {str(inbox_path(self.state_dir, unit)) for unit in specs}
+        try:
+            present = set(os.listdir(self._inbox_root))  # a missing inbox is watched once its creation wakes a pass
+        except OSError:
+            present = set()
+        wanted = {str(self._inbox_root)} | {str(inbox_path(self.state_dir, unit)) for unit in specs if unit in present}
         for path in list(watch.paths):
             if path not in wanted:
                 watch.forget(path)  # a unit removed by a reload
@@ -227,7 +231,7 @@ class Inbox:
                 mtime = os.stat(inbox).st_mtime_ns  # before the listing: a change after it shows as a new mtime
             except OSError:
                 continue
-            if self._seen.get(unit) == mtime and not beat:
+            if self._seen.get(unit) == mtime and not (beat and self._watch is None):  # inotify: a change wakes
                 continue
             found, busy = self._requests(inbox, now)
             if found:
