@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from supervisor.session.parking import COALESCE_BYTES, INTERVAL, Parking, parking_of, slow_stream
+from supervisor.session.parking import COALESCE_BYTES, INTERVAL, STREAMING, Parking, parking_of, slow_stream
 from supervisor.session.pty import Session
 from tests.conftest import wait_until_async
 
@@ -27,6 +27,10 @@ def test_policy() -> None:
     assert not slow_stream(COALESCE_BYTES, INTERVAL)  # a full share or more: never held back
     assert not slow_stream(2000, 2 * INTERVAL)  # the first output after a quiet spell goes on at once
     assert not slow_stream(500, 0.01)  # faster than 4 KB per interval, however small the read
+    # the echo of what agentd typed, and the answer after it, are a turn beginning or ending: never held back
+    assert not slow_stream(2000, INTERVAL, since_input=0.05)
+    assert not slow_stream(2000, INTERVAL, since_input=STREAMING - 0.001)
+    assert slow_stream(2000, INTERVAL, since_input=STREAMING)
 
 
 def _session(tmp_path: Path, code: str) -> Session:
@@ -112,5 +116,46 @@ def test_one_failing_session_does_not_stall_the_others() -> None:
         await wait_until_async(lambda: slow.polls >= 3, TIMEOUT, what="three polls of the slow session")
         assert failing.watched and failing not in parking and slow not in parking
         assert [str(e["exception"]) for e in errors] == ["boom"]
+
+    asyncio.run(scenario())
+
+
+# a prompt, one line read, its answer in two writes, then the prompt again
+ANSWER = ("import sys, time\n"
+          "sys.stdout.write('> '); sys.stdout.flush()\n"
+          "line = sys.stdin.readline()\n"
+          "sys.stdout.write('got ' + line); sys.stdout.flush(); time.sleep(0.002)\n"
+          "sys.stdout.write('> '); sys.stdout.flush()\n"
+          "time.sleep(60)\n")
+
+
+def test_the_echo_and_answer_of_typed_input_are_never_parked(tmp_path: Path) -> None:
+    """Typed moments after the prompt, the echo is a small read soon after the last: a slow stream by size and
+    pace, but it is a turn beginning; parked, the answer's prompt would be seen 0.1 s late."""
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        session = _session(tmp_path, ANSWER)
+        seen = bytearray()
+        session.add_listener(seen.extend)
+        parking = parking_of(loop)
+        parked: list[bytes] = []
+        real = parking.park
+
+        def park(item: object) -> None:
+            parked.append(bytes(seen))
+            real(item)  # type: ignore[arg-type]
+
+        parking.park = park  # type: ignore[method-assign]
+        session.attach(loop)
+        try:
+            await wait_until_async(lambda: b"> " in seen, TIMEOUT, what="the prompt")
+            session.send(b"hello\r")
+            await wait_until_async(lambda: seen.count(b"> ") >= 2, TIMEOUT, what="the answer and the prompt again")
+            assert b"got hello" in seen
+            assert parked == []
+        finally:
+            session.signal_tree(signal.SIGKILL)
+            await wait_until_async(lambda: session.reap() is not None, TIMEOUT, what="the child's exit")
+            session.close()
 
     asyncio.run(scenario())

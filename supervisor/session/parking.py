@@ -37,9 +37,15 @@ COALESCE_BYTES = 4096
 STREAMING = 2 * INTERVAL
 
 
-def slow_stream(got: int, elapsed: float) -> bool:
-    """True when ``got`` bytes read ``elapsed`` seconds after the previous read are a slow stream (park it)."""
-    return got < COALESCE_BYTES and got * INTERVAL < COALESCE_BYTES * elapsed and elapsed < STREAMING
+def slow_stream(got: int, elapsed: float, since_input: float = float("inf")) -> bool:
+    """True when ``got`` bytes read ``elapsed`` seconds after the previous read are a slow stream (park it).
+
+    Never within STREAMING seconds of input typed into the agent (``since_input``): its echo and the answer
+    that follows are a turn beginning or ending, not a stream, and a turn end seen 0.1 s late is a wakeup
+    delivered, a checkpoint begun, a queued message typed 0.1 s late (and the turn watcher learns the parked
+    read as a pause: its debounce would grow to the cap)."""
+    return (got < COALESCE_BYTES and got * INTERVAL < COALESCE_BYTES * elapsed and elapsed < STREAMING
+            and since_input >= STREAMING)
 
 
 class Parkable(Protocol):

@@ -153,6 +153,7 @@ class Session(PtyReader):
         self._listeners: list[Callable[[bytes], None]] = []
         self._output_listeners: list[Callable[[bytes], None]] = []
         self._last_read_at: float = 0.0  # monotonic time of the last wakeup that read something
+        self._input_at: float = float("-inf")  # monotonic time input was last queued (see parking.slow_stream)
         self._typed = bytearray()  # the last TYPED_KEEP bytes typed into the agent (its echo is not its output)
 
     # -- start ------------------------------------------------------------------
@@ -220,6 +221,7 @@ class Session(PtyReader):
         if self._fd < 0 or self.exit is not None:
             raise SessionEnded("the session is not running")
         self._outbuf += data
+        self._input_at = time.monotonic()
         self._typed += data
         del self._typed[:-TYPED_KEEP]
         self._flush_input()

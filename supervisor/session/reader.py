@@ -43,6 +43,7 @@ class PtyReader:
     _listeners: list[Callable[[bytes], None]]
     _output_listeners: list[Callable[[bytes], None]]
     _last_read_at: float  # monotonic time of the last wakeup that read something
+    _input_at: float  # monotonic time input was last queued for the agent (its echo and answer are not parked)
     transcript: Transcript
     eof: bool
     last_output_at: float
@@ -84,7 +85,7 @@ class PtyReader:
         now = self.last_output_at
         elapsed = now - self._last_read_at
         self._last_read_at = now
-        return slow_stream(got, elapsed)
+        return slow_stream(got, elapsed, now - self._input_at)
 
     def poll_parked(self) -> bool:
         """Parked (a slow stream): read what came; stay parked while it is still a slow stream."""
