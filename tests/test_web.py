@@ -75,8 +75,8 @@ def test_metrics_parse_with_the_prometheus_parser(shared: Dashboard) -> None:
     states = {(s.labels["unit"], s.labels["state"]): s.value for s in families["agentd_unit_state"].samples}
     assert states[("alpha", "running")] == 1.0 and states[("alpha", "failed")] == 0.0
     assert {s.labels["unit"] for s in families["agentd_unit_context_window_tokens"].samples} == {"alpha", "beta"}
-    for name in ("agentd_unit_context_used_tokens", "agentd_unit_cycles", "agentd_unit_restarts", "agentd_unit_violations",
-                 "agentd_unit_queued_sends", "agentd_unit_hard_limit_ratio", "process_cpu_seconds",
+    for name in ("agentd_unit_context_used_tokens", "agentd_unit_cycles", "agentd_unit_restarts", "agentd_unit_crashes",
+                 "agentd_unit_violations", "agentd_unit_queued_sends", "agentd_unit_hard_limit_ratio", "process_cpu_seconds",
                  "process_resident_memory_bytes"):
         assert name in families, name
     assert families["process_resident_memory_bytes"].samples[0].value > 1e6

@@ -105,6 +105,10 @@ def test_every_action_asks_or_explains_and_a_failed_unit_offers_reset(project: P
     project.wait_state("crash", "failed")
     screen.goto(board.base + "unit/crash?token=" + board.token)
     expect(screen.locator("#state-label")).to_have_text("failed", timeout=10_000)
+    # a crash loop reads as crashes, never as continuity cycles (issue 27 §2, on the page too)
+    crashed = board.json("/api/units/crash")["card"]
+    assert crashed["crashes"] >= 1 and crashed["cycles"] == 0, crashed
+    expect(screen.locator('#now .k:text-is("crashes") + div')).to_have_text(str(crashed["crashes"]))
     # Start on a failed unit: it fails again at once, and the page says so and what to do. The answer to
     # Start is held back until the daemon has failed the unit again, so the failed card reaches the page
     # before the answer (as on a loaded machine): the page must still tell the failure, not "started".

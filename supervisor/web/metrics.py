@@ -89,6 +89,8 @@ class UnitCollector(Collector):
         cycles = CounterMetricFamily("agentd_unit_cycles", "continuity cycles recorded in history", labels=labels)
         restarts = CounterMetricFamily("agentd_unit_restarts", "sessions restarted since the daemon started",
                                        labels=labels)
+        crashes = CounterMetricFamily("agentd_unit_crashes", "sessions that ended on their own while running",
+                                      labels=labels)
         violations = CounterMetricFamily("agentd_unit_violations", "scope violations since the daemon started",
                                          labels=labels)
         queued = GaugeMetricFamily("agentd_unit_queued_sends", "texts waiting for the next turn end", labels=labels)
@@ -114,6 +116,7 @@ class UnitCollector(Collector):
             hard.add_metric(key, facts["hard_limit"])
             cycles.add_metric(key, self.cycles.count(row["unit"]))
             restarts.add_metric(key, row.get("restarts") or 0)
+            crashes.add_metric(key, row.get("crashes") or 0)
             violations.add_metric(key, row.get("violations") or 0)
             queued.add_metric(key, row.get("queued_sends") or 0)
             if row.get("since_turn_end") is not None:
@@ -122,7 +125,8 @@ class UnitCollector(Collector):
                 cpu.add_metric(key, row["cpu_seconds"])
             if row.get("rss_bytes") is not None:
                 rss.add_metric(key, row["rss_bytes"])
-        yield from (info, state, frozen, blocked, used, window, ratio, ckpt, hard, cycles, restarts, violations, queued, since, cpu, rss)
+        yield from (info, state, frozen, blocked, used, window, ratio, ckpt, hard, cycles, restarts, crashes, violations, queued, since,
+                    cpu, rss)
 
 
 def _with(known: tuple[str, ...], current: str | None) -> tuple[str, ...]:

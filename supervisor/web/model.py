@@ -282,6 +282,8 @@ def card(row: dict[str, Any], facts: UnitFacts, host: str, now: float) -> dict[s
         "session": row.get("session"),
         "uptime": row.get("uptime"),
         "restarts": row.get("restarts", 0),
+        "crashes": row.get("crashes", 0),  # sessions that ended on their own: what a crash loop shows as
+        "cycles": row.get("cycles", 0),  # planned fresh sessions (continuity cycles), never crashes
         "last_exit": row.get("last_exit"),
         "cpu_seconds": row.get("cpu_seconds"),
         "rss_bytes": row.get("rss_bytes"),

@@ -43,7 +43,7 @@ function render(v) {
       A.el("td", {"data-label": "unit"}, unitLink(c, c.host === v.host)),
       A.el("td", {"data-label": "state"}, A.el("span", {}, A.glyph(d, "state-glyph"), " " + d.label)),
       A.el("td", {"data-label": "context", text: ctx ? (ctx.exact ? "" : "~") + A.pct(ctx.ratio) + " of " + A.tokens(ctx.window) : "–"}),
-      A.el("td", {"data-label": "restarts", text: String(c.restarts || 0)}),
+      A.el("td", {"data-label": "crashes · cycles", text: `${c.crashes || 0} · ${c.cycles || 0}`}),
       A.el("td", {"data-label": "note", class: "muted", text: note(c)}));
   }));
   if (!v.cards.length) document.getElementById("rows").append(A.el("tr", {}, A.el("td", {colspan: "6", class: "empty", text: "No units."})));

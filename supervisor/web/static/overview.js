@@ -54,7 +54,7 @@ function renderCard(c) {
     A.gauge(c.context),
     A.el("div", {class: "stats"},
       stat("last turn end", since === "–" ? "–" : since + " ago"),
-      stat("restarts", String(c.restarts), c.restarts > 3 ? "warn" : ""),
+      stat("crashes · cycles", `${c.crashes || 0} · ${c.cycles || 0}`, c.crashes > 3 ? "warn" : ""),
       lastCycle(last),
       stat("violations", String(c.violations), c.violations ? "bad" : "")),
     A.el("div", {class: "foot", title: footText(c)},

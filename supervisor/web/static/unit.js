@@ -169,7 +169,7 @@ function renderNow() {
     kv("doing", c.activity || c.waiting_for || c.reason),
     kv("session", c.session), kv("pid", c.pid), kv("uptime", c.uptime !== null ? A.duration(c.uptime) : null),
     kv("last turn end", c.last_turn_end ? A.duration(A.now() - c.last_turn_end) + " ago" : null),
-    kv("restarts", c.restarts), kv("last exit", c.last_exit),
+    kv("crashes", c.crashes), kv("cycles", c.cycles), kv("restarts", c.restarts), kv("last exit", c.last_exit),
     kv("CPU / RSS", c.cpu_seconds !== null ? `${c.cpu_seconds.toFixed(1)} s / ${(c.rss_bytes / 1048576).toFixed(1)} MiB` : null),
     kv("queued sends", c.queued_sends), kv("violations", c.violations),
     kv("schedule", c.schedule ? Object.entries(c.schedule).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(", ") : null)));
