@@ -331,6 +331,7 @@ class FakeRuntime:
         self.script: Callable[[FakeDriver], None] = lambda d: None  # set up each new driver
         self.memory_files = FakeMemory()
         self.given_up: list[str] = []
+        self.published: list[str] = []  # units whose change the bus would have carried, in order
         self.keeper_fake = FakeKeeper()
         self.persist_gate: asyncio.Event | None = None
 
@@ -357,7 +358,7 @@ class FakeRuntime:
         return driver
 
     def changed(self, unit: Any) -> None:
-        pass
+        self.published.append(unit.name)  # what the change bus would carry
 
     def gave_up(self, unit: Any) -> None:
         self.given_up.append(unit.name)

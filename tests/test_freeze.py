@@ -153,10 +153,16 @@ def test_a_blocking_screen_is_shown_with_what_to_do_or_answered_when_the_unit_al
         await unit.start("start")
         driver = unit.driver
         driver.screen = Blocked(BlockKind.TRUST, "run `agentd trust u`")
+        rt.published.clear()
         unit.watch.tick()
+        assert rt.published == ["u"]  # named: the dashboard's streams are told at once, not at the next change
+        unit.watch.tick()
+        assert rt.published == ["u"]  # the same screen again: nothing new to tell
         clock.advance(30)
         unit.watch.tick()
+        assert rt.published == ["u", "u"]  # the freeze named after [freeze] after
         unit.watch.tick()  # named once
+        assert rt.published == ["u", "u"]
         from supervisor.cli.render import state_label, status_note
 
         row = status_row(unit, None)
@@ -164,8 +170,10 @@ def test_a_blocking_screen_is_shown_with_what_to_do_or_answered_when_the_unit_al
         assert "agentd trust u" in status_note(row)
         assert freeze_records(rt) == ["freeze: blocked_screen"] and unit.state is UnitState.RUNNING
         driver.screen = None  # someone answered it
+        rt.published.clear()
         unit.watch.tick()
-        assert unit.watch.frozen is None
+        assert unit.watch.frozen is None and unit.watch.blocked is None
+        assert rt.published and set(rt.published) == {"u"}  # gone: told at once too
         # a screen the unit lets agentd answer is answered, never frozen
         driver.screen = Blocked(BlockKind.TRUST, "answered", Keystrokes.of((b"\r", 0.5)))
         unit.watch.tick()

@@ -86,6 +86,7 @@ class Watched(Protocol):
     @property
     def delivering(self) -> bool: ...
     def limit_hit(self, limit: UsageLimit) -> None: ...
+    def bump(self) -> None: ...
     def end_failed(self, reason: str) -> None: ...
     def checkpoint_now(self, trigger: Trigger, *, interrupt: bool = ..., deadline: float | None = ...) -> None: ...
     @property
@@ -150,10 +151,12 @@ class SessionWatch:
         if blocked is None:
             if self._blocked is not None:
                 log.info("screen_gone", unit=unit.name, session=driver.session_id, screen=self._blocked[0])
-            self._blocked = self.blocked = None
+                self._blocked = self.blocked = None
+                unit.bump()  # the dashboard's streams and status watchers see it at once
             return
         kind = blocked.kind.value
-        if self._blocked is None or self._blocked[0] != kind:
+        named = self._blocked is None or self._blocked[0] != kind
+        if named:
             self._blocked = (kind, now)
             log.warning("blocked", unit=unit.name, session=driver.session_id, screen=kind, todo=blocked.todo)
         freeze = "approval_wait" if kind == "approval" else "blocked_screen"
@@ -161,6 +164,8 @@ class SessionWatch:
                         "action": getattr(unit.spec.freeze, freeze), "after": unit.spec.freeze.after,
                         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (now - self._blocked[1])))}
         self._blocked_todo = blocked.todo
+        if named:
+            unit.bump()
 
     def tick(self) -> None:
         unit = self.unit
@@ -209,8 +214,9 @@ class SessionWatch:
                     driver.failure(), bool(unit.talk.sends) and unit.talk.may_type(),
                     **self._freeze_facts(driver, now))
         action = watch(unit.spec, seen)
-        if not isinstance(action, Frozen) and not seen.held:
+        if not isinstance(action, Frozen) and not seen.held and self.frozen is not None:
             self.frozen = None
+            unit.bump()
         if isinstance(action, StopUnit):
             log.info("max_runtime_reached", unit=unit.name, max_runtime=unit.spec.schedule.max_runtime)
             self.run_started_at = None  # fire once
@@ -318,6 +324,7 @@ class SessionWatch:
         act = act or ("restart" if action.restart else "notify")
         self.frozen = {"state": action.freeze.value, "detail": action.detail, "action": act,
                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        unit.bump()  # named: the dashboard's streams see it at once
         log.warning("frozen", unit=unit.name, session=session, freeze=action.freeze.value, detail=action.detail, action=act)
         if record:
             unit.rt.record_cycle(CycleRecord(
