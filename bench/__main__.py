@@ -361,6 +361,11 @@ NOTES: list[str] = [
     "Flood (100 MB, A/B, 2 alternations): main 2.80 CPU-s (35.8 MB per CPU-s), this code 2.45 (40.9), the floor "
     "0.77 (130): the read path is the other branch's (one pass for every secret shape); the indexer now only reads a "
     "flood's middle (decode, prompt search) and indexes its head and tail.",
+    "Flood, this round (bench.readpath, 100 MB, cProfile): per batch one bytes.lower (0.11 s), the one-pass "
+    "Aho-Corasick matcher (0.19 s), three translates of the clean text (0.20 s), two writes (0.10 s) and the "
+    "secret regexes on the candidates (0.06 s): about 0.65 s per 100 MB on top of the reads, as much as the whole "
+    "floor. 1.5x the floor's CPU per MB needs that work off the read path (the clean text and the redaction of the "
+    "raw log in one C pass, or the clean view built later from the raw log); not done this round.",
     "50 idle agents (A/B, 3 alternations of 60 s, CPU of every thread from schedstat): main 0.35-0.43 % of a core, "
     "this code 0.30-0.37 %; RSS 54 MB. The indexer's pause doubles from 5 s to 30 s while nothing changes (its "
     "thread: about 0.01 % of a core once settled; a first hit after a quiet spell comes at most 30 s late), and a "
@@ -369,6 +374,12 @@ NOTES: list[str] = [
     "turn watcher, the policy; about 0.17 %) and the fence's refusals read on a worker thread each second (about "
     "0.08 %). Reaching 0.3 % with margin needs a tick that skips a unit with no new output and no time-based rule "
     "due (daemon/watch.py, continuity/policy.py), and the refusals read only for sessions that printed.",
+    "50 idle agents, this round (per-thread CPU from /proc over 30 s, and strace -c of the daemon): after the last "
+    "round's merges 1.00 % of a core, of which the loop thread 0.43 % and a worker thread 0.50 %: the memory "
+    "channel's inbox was listed every 0.2 s (a thread hop and a stat per unit). Stretching that poll to 5 s gave "
+    "0.27 %; the inbox is now woken by inotify read on the loop (daemon/dirwake.py, no thread; a pass at the latest "
+    "every 5 s for the heartbeat): 0.25-0.27 %, and a request is seen within milliseconds. Left: the loop's "
+    "per-second tick (a waitpid and a watch tick per unit: 50 wait4 a second) and the heartbeat's 50 utimes every 5 s.",
     "200 agents x 2 KB/s (bench.scale, 30 s, A/B): CPU per agent at 200 / at 50: this code 0.0201 / 0.0237 CPU-s "
     "(0.85x), main 0.0833 / 0.0826 (1.01x); peak RSS at 200: 87 MB, main 240 MB; 0 lost. `status` p95 at 200 was "
     "491-564 ms beside `python -c pass` at 187-236 ms (2.1-3.0x) on this loaded machine.",
@@ -378,11 +389,23 @@ NOTES: list[str] = [
     "line, taken only while the file's inode, size, mtime and ctime are unchanged; an append parses one line), and "
     "the listing of the store directory (2,000 epoch files) is kept while the directory is unchanged. Left: the "
     "module file tree's git processes (gitfiles.list_files, about 9 of the 20 ms: the pygit2 branch).",
-    "`agentd status` (0.46x supervisorctl, met). Imports (`python -X importtime`): config.paths no longer imports "
+    "`agentd status` this round: 56-72 ms on the same commit between runs (0.44-0.63x supervisorctl, whose own "
+    "median moved 115-130 ms), not met. Of a 56 ms run: the interpreter's start 31 ms (`python -c pass` beside "
+    "it), the editable install's import finder 12 ms (site imports it for every Python of the project's venv, "
+    "PYTHONPATH or not; a wheel or pipx install has none), the socket client and framing 8 ms, the table 3 ms. "
+    "The reply's per-string surrogate check now runs only when the body holds a \\uD8xx-\\uDFxx escape (3 ms). "
+    "What is left is Python's own start: 0.35x needs the client without a Python interpreter (a small C or "
+    "shell client of the socket) or a status read from a file the daemon keeps.",
+    "`agentd status` (0.46x supervisorctl, met, the round before). Imports (`python -X importtime`): config.paths no longer imports "
     "dataclasses (27 -> 2.7 ms), cli.style no longer imports shutil (~6 ms). The daemon answers from a CPU/RSS "
     "sample under 3 status intervals old and samples again in the background; a unit started or restarted since "
     "its last sample is always sampled first (so a new session never shows 0 or its predecessor's figures).",
-    "Restart latency (0.37 s median over 5 cycles, met; supervisord's stop + start + prompt 0.23 s). The cycle "
+    "Restart latency this round: 0.42-0.47 s before, 0.21-0.22 s after (met). Timed inside the delivery: the new "
+    "agent was ready in 0.09 s, and its one-line answer to the wakeup took 0.26 s to be seen as a turn end: the "
+    "echo of the typed wakeup came 60 ms after the prompt, small, so the reader parked it as a slow stream, read "
+    "the answer 0.1 s later, and the turn watcher learnt that as a pause (debounce 0.05 -> 0.15 s). Input typed in "
+    "the last 0.2 s now keeps the PTY on the loop's reader (session/parking.slow_stream).",
+    "Restart latency (0.37 s median over 5 cycles, met, the round before; supervisord's stop + start + prompt 0.23 s). The cycle "
     "measures it itself (step verified_to_wakeup). The generic prompt debounce adapts (0.05 s until the agent's "
     "output shows a pause, then twice its longest pause, at most 0.15 s), waits wake on output instead of 0.1 s "
     "ticks, quit polls the exit every 10 ms. Left: the fake agent's own start (~0.15 s), ending the old tree "
