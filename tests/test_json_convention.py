@@ -12,7 +12,7 @@ import click
 import pytest
 
 from supervisor.cli.app import cli
-from tests.conftest import Project
+from tests.conftest import Project, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 OBJECT, LINES = "one JSON object", "JSON Lines"
@@ -83,6 +83,10 @@ def test_what_each_command_prints_parses_as_its_help_says(busy: Project) -> None
             "history": ["history", "web"], "logs": ["logs", "web", "-n", "5"], "log": ["log", "--all"],
             "wip list": ["wip", "list"], "violations": ["violations"], "fact list": ["fact", "list"],
             "snapshot list": ["snapshot", "list"], "recall": ["recall", "--events", "tokens"]}
+    # the daemon's indexer takes the decision at its next pass (up to 30 s after a quiet spell): wait for it,
+    # so `recall` has something to print rather than "no match"
+    wait_until(lambda: busy.agentd("recall", "--events", "tokens", check=False).returncode == 0, 90, interval=0.5,
+               what="the decision in the event index")
     counts = {}
     for command, argv in runs.items():
         shape = OBJECT if helps[command].startswith(OBJECT) else LINES
