@@ -7,6 +7,7 @@ are looked for in ``/proc`` only when a child of the daemon has exited.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -90,3 +91,32 @@ def test_orphans_are_looked_for_only_when_a_child_exited() -> None:
     before = containment.reaps
     confinement.reap()
     assert containment.reaps == before  # reaped (by its owner): nothing to look for again
+
+
+def test_a_session_leader_of_our_own_is_spared_while_a_spawn_is_under_way() -> None:
+    """A plan check spawned with start_new_session can exit before asyncio's spawn returns its pid; reaped by the
+    orphan reaper then, asyncio reports exit 255 (CI saw a check's `grep` fail so beside two busy loops)."""
+    from supervisor.session.containment import BaseContainment, Member
+    from supervisor.session.lineage import read_stat, reap_adopted
+    from supervisor.session.process import ProcessRecord
+
+    child = subprocess.Popen(["true"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while read_stat(child.pid).state != "Z":
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.01)
+        own = os.getsid(0)
+        assert reap_adopted(set(), own, spare_leaders=True) == []  # spared: its spawner reaps it
+        # the containment spares them while one of its members is being spawned (no leader yet)
+        containment = BaseContainment()
+        member = Member("u", "s1")
+        containment.members[member.name] = member
+        assert containment.reap_orphans() == [] and read_stat(child.pid).state == "Z"
+        member.leader = ProcessRecord(child.pid + 1, 0.0)  # spawned (another pid): nothing spared any more
+        assert [pid for pid, _ in containment.reap_orphans()] == [child.pid]  # an orphan's due: reaped
+    finally:
+        try:
+            child.wait(timeout=5)
+        except ChildProcessError:
+            pass

@@ -48,7 +48,8 @@ def check_the_night(project: Project, tmp: Path, notify_log: Path, base: str, ty
     # the failure's tail reached the agent: as its next turn, or (the daemon went down before it was typed)
     # in the wakeup of the task's next session, whose task file keeps the last failure
     inputs = [m for session in project.inputs("a") for m in session if "task a2" in m]
-    told = [m for m in inputs if "attempt 1 FAILED" in m]
+    # typed as a turn: the retry message itself (a wakeup may quote its first line, from the agent's own notes)
+    told = [m for m in inputs if "attempt 1 FAILED" in m and not m.startswith("# Wakeup briefing")]
     if told or typed_tail:
         assert told and "$ cat a/two.txt && grep -qx fixed a/two.txt  (exited 1)\nbroken" in told[0], inputs
     else:

@@ -171,10 +171,15 @@ class BaseContainment:
 
         Only zombies that are not a session's leader (the Session reaps those)
         and not in the daemon's own session (its helpers, reaped by whoever
-        started them) are collected, each with its own ``waitpid``.
+        started them) are collected, each with its own ``waitpid``.  While a
+        member's leader is being spawned (added, not yet :meth:`started`), no
+        dead session leader is collected: it may be that one (a plan check
+        that exits before its spawn returned), which its spawner reaps.
         """
         leaders = {m.leader.pid for m in self.members.values() if m.leader}
-        return [(pid, ExitInfo.from_wait_status(status)) for pid, status in reap_adopted(leaders, self._sid)]
+        spawning = any(m.leader is None for m in self.members.values())  # a leader whose pid is not known yet
+        return [(pid, ExitInfo.from_wait_status(status))
+                for pid, status in reap_adopted(leaders, self._sid, spare_leaders=spawning)]
 
     def processes(self, member: Member) -> list[psutil.Process]:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -218,9 +218,13 @@ def is_child_subreaper() -> bool:
     return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
 
 
-def reap_adopted(skip: set[int], own_sid: int) -> list[tuple[int, int]]:
+def reap_adopted(skip: set[int], own_sid: int, spare_leaders: bool = False) -> list[tuple[int, int]]:
     """``waitpid`` each dead child of this process but those in ``skip`` and those in session ``own_sid``;
-    ``(pid, wait status)`` of each one reaped.  OSError when ``/proc`` cannot be read."""
+    ``(pid, wait status)`` of each one reaped.  OSError when ``/proc`` cannot be read.
+
+    ``spare_leaders``: also leave every dead session leader (pid == its session id): a child of our own
+    spawned with ``start_new_session`` whose pid its spawner does not know yet (asyncio's spawn awaits;
+    a check that exits at once would otherwise be reaped here, and asyncio report exit 255 for it)."""
     found = children()
     if found is None:
         import psutil
@@ -232,7 +236,7 @@ def reap_adopted(skip: set[int], own_sid: int) -> list[tuple[int, int]]:
             continue
         try:
             stat = read_stat(pid)
-            if stat.state != "Z" or stat.sid == own_sid:
+            if stat.state != "Z" or stat.sid == own_sid or (spare_leaders and stat.sid == pid):
                 continue
             done, status = os.waitpid(pid, os.WNOHANG)
         except (ProcessLookupError, ChildProcessError):
