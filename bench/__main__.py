@@ -400,6 +400,11 @@ NOTES: list[str] = [
     "dataclasses (27 -> 2.7 ms), cli.style no longer imports shutil (~6 ms). The daemon answers from a CPU/RSS "
     "sample under 3 status intervals old and samples again in the background; a unit started or restarted since "
     "its last sample is always sampled first (so a new session never shows 0 or its predecessor's figures).",
+    "`status` beside 200 agents printing (section 8: p95 2.30x `python -c pass`, not met), measured apart (200 x "
+    "2 KB/s, 25 runs): `agentd status` 81 ms median, 116 p95; the socket round trip alone, timed inside a client, "
+    "24 ms median, 39 p95 (the daemon answers on the loop that reads the 200 PTYs, and builds 200 rows); "
+    "`python -c pass` 28 / 37 ms. 2x needs both halves: a client without an interpreter, and status rows kept "
+    "up to date by the units as they change instead of built per request.",
     "Restart latency this round: 0.42-0.47 s before, 0.21-0.22 s after (met). Timed inside the delivery: the new "
     "agent was ready in 0.09 s, and its one-line answer to the wakeup took 0.26 s to be seen as a turn end: the "
     "echo of the typed wakeup came 60 ms after the prompt, small, so the reader parked it as a slow stream, read "
