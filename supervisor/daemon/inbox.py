@@ -177,6 +177,7 @@ class Inbox:
             pool.shutdown(wait=False, cancel_futures=True)
             if watch is not None:
                 watch.close()
+                self._watch = None  # served no more: a later scan() lists on the heartbeat again
 
     def _open_watch(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> DirWake | None:
         """inotify on the inboxes (None: it cannot be had, and the inboxes are polled every ``interval``)."""
