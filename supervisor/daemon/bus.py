@@ -49,6 +49,10 @@ class ChangeBus:
         self._subs: set[Subscription] = set()
         self.versions: dict[str, int] = {}  # name -> publications so far (what a cached view was made from)
 
+    def version(self, name: str) -> int:
+        """How many times ``name`` was published (0: never): a view made after reading it is at least that new."""
+        return self.versions.get(name, 0)
+
     def publish(self, name: str) -> None:
         self.versions[name] = self.versions.get(name, 0) + 1
         for sub in self._subs:

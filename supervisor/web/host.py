@@ -337,27 +337,29 @@ class WebHost:
         known = list(self.daemon.units) if names is None else [n for n in names if n in self.daemon.units]
         removed = [] if names is None else sorted(n for n in names if n not in self.daemon.units)
         now = time.time()
-        versions = self.daemon.bus.versions
+        bus = self.daemon.bus
         fresh = {n: c for n in known if (c := self._recent.get(n)) is not None and not stats
-                 and now - c[0] < CARD_REUSE and c[1] == versions.get(n, 0)}
+                 and now - c[0] < CARD_REUSE and c[1] == bus.version(n)}
         todo = [n for n in known if n not in fresh]
-        seen = {n: versions.get(n, 0) for n in todo}  # each card is at least this new (read before its status)
+        seen = {n: bus.version(n) for n in todo}  # read before the status: each card is at least this new
         result = await self.daemon.status(todo, stats=stats) if todo else {"units": []}
         for row in result["units"]:
             if row["unit"] in self.daemon.units:
-                ver = seen.get(row["unit"], 0)
-                fresh[row["unit"]] = (now, ver, {**card(row, self.facts(row["unit"]), self.host, now), "version": ver})
+                made = self._card(row, now, seen.get(row["unit"], 0))
+                fresh[row["unit"]] = (now, made["version"], made)
         self._recent.update(fresh)
         return {"now": now, "cards": [fresh[n][2] for n in known if n in fresh],
                 "removed": [f"{self.host}/{n}" for n in removed]}
 
+    def _card(self, row: dict[str, Any], now: float, version: int) -> dict[str, Any]:
+        """A unit's card with the bus version its status was read after (what a page follows an action by)."""
+        return {**card(row, self.facts(row["unit"]), self.host, now), "version": version}
+
     async def overview(self) -> dict[str, Any]:
-        versions = self.daemon.bus.versions
-        seen = dict(versions)  # each card is at least this new (read before its status)
+        seen = dict(self.daemon.bus.versions)  # read before the status: each card is at least this new
         result = await self.daemon.status(None)
         now = time.time()
-        cards = [{**card(row, self.facts(row["unit"]), self.host, now), "version": seen.get(row["unit"], 0)}
-                 for row in result["units"]]
+        cards = [self._card(row, now, seen.get(row["unit"], 0)) for row in result["units"]]
         self._recent = {c["unit"]: (now, c["version"], c) for c in cards}
         return {"now": now, "host": self.host, "daemon": result["daemon"], "cards": cards,
                 "errors": result.get("errors", []), "legend": legend(),

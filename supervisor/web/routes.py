@@ -156,7 +156,7 @@ def make_app(host: Served) -> web.Application:
         # fails a moment after "started" is still told, and a card computed before the action is not.
         unit = host.daemon.units.get(name)
         seen = {"state": getattr(getattr(unit, "state", None), "value", None),
-                "version": host.daemon.bus.versions.get(name, 0)}
+                "version": host.daemon.bus.version(name)}
         if not done:
             pending.add(task)
             task.add_done_callback(_finished(pending, name, what))
